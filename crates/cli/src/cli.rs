@@ -1,0 +1,219 @@
+//! Command-line arguments and dispatch.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use qprof_tpch::ScaleFactor;
+
+/// Runtime metrics and query profiles for DataFusion.
+#[derive(Debug, Parser)]
+#[command(name = "qprof", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Generate TPC-H data (cached) and run TPC-H queries with profiles.
+    Run(RunArgs),
+    /// Run one SQL statement over Parquet or CSV files with a profile.
+    Sql(SqlArgs),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+/// Options shared by the commands that execute queries.
+#[derive(Debug, Args)]
+pub struct ExecOptions {
+    /// Write all profiles as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub profile_out: Option<PathBuf>,
+    /// How many operators to list by self CPU time under each profile.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub top: usize,
+    /// Partitions per operator (DataFusion's target_partitions); default: the number of cores.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub partitions: Option<u16>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// TPC-H scale factor, e.g. 0.1 or 1.
+    #[arg(long, value_name = "SF", allow_negative_numbers = true)]
+    pub tpch: ScaleFactor,
+    /// Queries to run, e.g. 1,5,9 (default: all 22).
+    #[arg(long, value_name = "LIST", value_parser = parse_queries)]
+    pub queries: Option<QueryList>,
+    /// Where generated data is cached (default: ./qprof-data/sf<SF>).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub exec: ExecOptions,
+}
+
+#[derive(Debug, Args)]
+pub struct SqlArgs {
+    /// The SQL statement.
+    pub sql: String,
+    /// A table to register, as NAME=PATH with PATH a .parquet or .csv file (repeatable).
+    #[arg(long = "table", value_name = "NAME=PATH", value_parser = parse_table)]
+    pub tables: Vec<TableSpec>,
+    #[command(flatten)]
+    pub exec: ExecOptions,
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Overhead of qprof against plain DataFusion on TPC-H, interleaved A/B.
+    Overhead(OverheadArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct OverheadArgs {
+    /// TPC-H scale factor.
+    #[arg(long, value_name = "SF", allow_negative_numbers = true)]
+    pub tpch: ScaleFactor,
+    /// Rounds; each runs every query once plain and once profiled.
+    #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub rounds: u32,
+    /// Queries to run, e.g. 1,5,9 (default: all 22).
+    #[arg(long, value_name = "LIST", value_parser = parse_queries)]
+    pub queries: Option<QueryList>,
+    /// Where generated data is cached (default: ./qprof-data/sf<SF>).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Partitions per operator; default: the number of cores.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub partitions: Option<u16>,
+}
+
+/// TPC-H query numbers, in the order given, without repeats.
+#[derive(Debug, Clone)]
+pub struct QueryList(pub Vec<usize>);
+
+impl QueryList {
+    /// The given list, or all queries.
+    pub fn or_all(list: Option<&QueryList>) -> Vec<usize> {
+        list.map_or_else(|| (1..=qprof_tpch::QUERY_COUNT).collect(), |l| l.0.clone())
+    }
+}
+
+fn parse_queries(s: &str) -> Result<QueryList, String> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let part = part.trim();
+        let n: usize = part
+            .parse()
+            .map_err(|_| format!("'{part}' is not a query number"))?;
+        if !(1..=qprof_tpch::QUERY_COUNT).contains(&n) {
+            return Err(format!(
+                "there is no TPC-H query {n} (expected 1 to {})",
+                qprof_tpch::QUERY_COUNT
+            ));
+        }
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    Ok(QueryList(out))
+}
+
+/// A table to register: a name and a Parquet or CSV file.
+#[derive(Debug, Clone)]
+pub struct TableSpec {
+    /// Table name in SQL.
+    pub name: String,
+    /// The file.
+    pub path: PathBuf,
+    /// Its format.
+    pub format: TableFormat,
+}
+
+/// File formats `qprof sql` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableFormat {
+    /// Apache Parquet.
+    Parquet,
+    /// CSV with a header line.
+    Csv,
+}
+
+fn parse_table(s: &str) -> Result<TableSpec, String> {
+    let (name, path) = s
+        .split_once('=')
+        .ok_or_else(|| format!("'{s}' is not NAME=PATH"))?;
+    let valid_name = !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit());
+    if !valid_name {
+        return Err(format!(
+            "'{name}' is not a valid table name (letters, digits and _, not starting with a digit)"
+        ));
+    }
+    let path = PathBuf::from(path);
+    let format = match path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+    {
+        Some(ext) if ext == "parquet" => TableFormat::Parquet,
+        Some(ext) if ext == "csv" => TableFormat::Csv,
+        _ => {
+            return Err(format!(
+                "'{}' is neither a .parquet nor a .csv file",
+                path.display()
+            ));
+        }
+    };
+    Ok(TableSpec {
+        name: name.to_string(),
+        path,
+        format,
+    })
+}
+
+impl FromStr for TableSpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        parse_table(s)
+    }
+}
+
+/// Runs the parsed command.
+pub fn dispatch(cli: Cli) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    match cli.command {
+        Command::Run(args) => runtime.block_on(crate::run::run_tpch(args)),
+        Command::Sql(args) => runtime.block_on(crate::run::run_sql(args)),
+        Command::Bench(BenchCommand::Overhead(args)) => {
+            if cfg!(debug_assertions) {
+                eprintln!(
+                    "warning: this is a debug build; build with --release for meaningful numbers"
+                );
+            }
+            runtime.block_on(crate::bench::overhead(args))
+        }
+    }
+}
+
+/// The directory TPC-H data of `sf` is cached in.
+pub fn data_dir(dir: Option<&PathBuf>, sf: &ScaleFactor) -> PathBuf {
+    dir.cloned()
+        .unwrap_or_else(|| PathBuf::from("qprof-data").join(sf.dir_name()))
+}
+
+/// Fails with a clear message if `dir` exists and is not a directory.
+pub fn check_dir(dir: &std::path::Path) -> Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        bail!("data dir '{}' exists and is not a directory", dir.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,59 @@
+//! `qprof`: run SQL on DataFusion with every operator instrumented, and show where the
+//! time and the memory went.
+
+mod bench;
+mod cli;
+mod run;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use qprof_core::alloc::CountingAllocator;
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator::system();
+
+fn main() -> ExitCode {
+    // a bug must still end in one line, not a backtrace
+    std::panic::set_hook(Box::new(|info| {
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_string());
+        let place = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!(
+            "error: internal error{place}: {}",
+            message.replace('\n', " ")
+        );
+    }));
+    let args = match cli::Cli::try_parse() {
+        Ok(args) => args,
+        Err(err) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                err.kind(),
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+            ) {
+                let _ = err.print();
+                return ExitCode::SUCCESS;
+            }
+            let rendered = err.render().to_string();
+            let first = rendered.lines().next().unwrap_or("invalid arguments");
+            eprintln!("{first}");
+            return ExitCode::from(2);
+        }
+    };
+    match cli::dispatch(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            let message = format!("{err:#}").replace('\n', " ");
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

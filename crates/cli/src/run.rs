@@ -1,0 +1,145 @@
+//! `qprof run` and `qprof sql`: execute queries with profiles.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use datafusion::prelude::{CsvReadOptions, ParquetReadOptions, SessionConfig};
+use indicatif::{ProgressBar, ProgressStyle};
+use qprof_core::format;
+use qprof_core::profile::{QueryProfile, profiles_to_json};
+use qprof_datafusion::ProfilingSession;
+use qprof_tpch::{DatasetPaths, ScaleFactor};
+
+use crate::cli::{ExecOptions, QueryList, RunArgs, SqlArgs, TableFormat, check_dir, data_dir};
+
+/// The session configuration qprof runs with (and benchmarks against).
+pub fn session_config(partitions: Option<u16>) -> SessionConfig {
+    let config = SessionConfig::new();
+    match partitions {
+        Some(n) => config.with_target_partitions(usize::from(n)),
+        None => config,
+    }
+}
+
+/// Generates (or finds cached) TPC-H data, showing a progress bar while generating.
+pub fn prepare_tpch(sf: &ScaleFactor, dir: &Path) -> Result<DatasetPaths> {
+    check_dir(dir)?;
+    let bar = ProgressBar::hidden();
+    let mut shown = false;
+    let paths = qprof_tpch::generate(*sf, dir, &mut |progress| {
+        if !shown {
+            bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            bar.set_style(
+                ProgressStyle::with_template("{msg:>10} [{bar:40}] {pos}/{len} rows")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+            );
+            shown = true;
+        }
+        bar.set_message(progress.table.to_string());
+        bar.set_length(progress.total_rows);
+        bar.set_position(progress.rows_written);
+    })
+    .with_context(|| format!("cannot generate TPC-H data in '{}'", dir.display()))?;
+    bar.finish_and_clear();
+    Ok(paths)
+}
+
+pub async fn run_tpch(args: RunArgs) -> Result<()> {
+    let dir = data_dir(args.data_dir.as_ref(), &args.tpch);
+    let paths = prepare_tpch(&args.tpch, &dir)?;
+    let session = ProfilingSession::new(session_config(args.exec.partitions));
+    qprof_tpch::register_all(session.context(), &paths)
+        .await
+        .context("cannot register TPC-H tables")?;
+    let queries = QueryList::or_all(args.queries.as_ref());
+    let mut profiles = Vec::with_capacity(queries.len());
+    for q in queries {
+        let sql = qprof_tpch::query(q).with_context(|| format!("no TPC-H query {q}"))?;
+        let run = session
+            .run(q, sql)
+            .await
+            .with_context(|| format!("TPC-H query {q} failed"))?;
+        print_profile(&run.profile, args.exec.top)?;
+        profiles.push(run.profile);
+    }
+    finish(&profiles, &args.exec)
+}
+
+pub async fn run_sql(args: SqlArgs) -> Result<()> {
+    let session = ProfilingSession::new(session_config(args.exec.partitions));
+    for table in &args.tables {
+        if !table.path.is_file() {
+            bail!("table file '{}' does not exist", table.path.display());
+        }
+        let path = table
+            .path
+            .to_str()
+            .with_context(|| format!("table path '{}' is not UTF-8", table.path.display()))?;
+        let registered = match table.format {
+            TableFormat::Parquet => {
+                session
+                    .context()
+                    .register_parquet(&table.name, path, ParquetReadOptions::default())
+                    .await
+            }
+            TableFormat::Csv => {
+                session
+                    .context()
+                    .register_csv(&table.name, path, CsvReadOptions::new())
+                    .await
+            }
+        };
+        registered.with_context(|| format!("cannot register table '{}'", table.name))?;
+    }
+    let run = session.run(1, &args.sql).await?;
+    let pretty = datafusion::arrow::util::pretty::pretty_format_batches(&run.batches)
+        .context("cannot format the result")?;
+    println!("{pretty}");
+    print_profile(&run.profile, args.exec.top)?;
+    finish(&[run.profile], &args.exec)
+}
+
+fn print_profile(profile: &QueryProfile, top: usize) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", profile.render_text(top))?;
+    Ok(())
+}
+
+fn finish(profiles: &[QueryProfile], exec: &ExecOptions) -> Result<()> {
+    let total: u64 = profiles.iter().map(|p| p.duration_nanos).sum();
+    println!(
+        "{} queries, {} rows, {} in total",
+        profiles.len(),
+        format::integer(profiles.iter().map(|p| p.rows as i64).sum()),
+        format::human_nanos(total)
+    );
+    if let Some(path) = &exec.profile_out {
+        write_profiles(profiles, path)?;
+        println!("profiles written to {}", path.display());
+    }
+    Ok(())
+}
+
+fn write_profiles(profiles: &[QueryProfile], path: &Path) -> Result<()> {
+    let json = serde_json::to_string_pretty(&profiles_to_json(profiles))
+        .context("cannot serialize profiles")?;
+    std::fs::write(path, json)
+        .with_context(|| format!("cannot write profiles to '{}'", path.display()))
+}
+
+/// Median of `values` (upper median for even counts); 0 for none.
+pub fn median(values: &mut [f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// Milliseconds of a duration, for tables.
+pub fn millis(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}

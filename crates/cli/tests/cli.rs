@@ -1,0 +1,194 @@
+//! The `qprof` binary end to end: happy paths and every documented error path.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn qprof(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_qprof"))
+        .args(args)
+        .output()
+        .expect("qprof starts")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("qprof-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn csv_table(dir: &Path) -> PathBuf {
+    let path = dir.join("t.csv");
+    let mut text = String::from("a,b\n");
+    for i in 0..1000 {
+        text.push_str(&format!("{},{}\n", i % 7, i));
+    }
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Asserts a failed run with exactly one line on stderr containing `needle`.
+fn assert_one_line_error(out: &Output, needle: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "expected failure, stderr: {stderr}");
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "not one line: {stderr:?}"
+    );
+    assert!(
+        stderr.contains(needle),
+        "stderr {stderr:?} does not mention {needle:?}"
+    );
+    assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"));
+}
+
+#[test]
+fn sql_runs_and_writes_a_profile() {
+    let dir = scratch("sql");
+    let table = csv_table(&dir);
+    let json_path = dir.join("p.json");
+    let out = qprof(&[
+        "sql",
+        "SELECT a, count(*) AS n FROM t GROUP BY a ORDER BY a",
+        "--table",
+        &format!("t={}", table.display()),
+        "--profile-out",
+        json_path.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("query 1: 7 rows"), "{stdout}");
+    assert!(stdout.contains("top operators by self cpu"), "{stdout}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let q = &json["queries"][0];
+    assert_eq!(q["rows"], 7);
+    assert_eq!(q["plan"]["metrics"]["outputRows"]["value"], 7);
+    assert_eq!(q["plan"]["metrics"]["outputRows"]["kind"], "sum");
+    assert!(q["stages"].as_array().unwrap().len() >= 2);
+}
+
+#[test]
+fn unknown_table_is_one_line() {
+    let out = qprof(&["sql", "SELECT * FROM nowhere"]);
+    assert_one_line_error(&out, "nowhere");
+}
+
+#[test]
+fn sql_error_is_one_line() {
+    let dir = scratch("sqlerr");
+    let table = csv_table(&dir);
+    let out = qprof(&[
+        "sql",
+        "SELEC a FROM t",
+        "--table",
+        &format!("t={}", table.display()),
+    ]);
+    assert_one_line_error(&out, "error:");
+}
+
+#[test]
+fn missing_file_is_one_line() {
+    let out = qprof(&[
+        "sql",
+        "SELECT 1",
+        "--table",
+        "t=/definitely/not/here.parquet",
+    ]);
+    assert_one_line_error(&out, "does not exist");
+}
+
+#[test]
+fn unsupported_file_type_is_one_line() {
+    let out = qprof(&["sql", "SELECT 1", "--table", "t=data.json"]);
+    assert_one_line_error(&out, "neither a .parquet nor a .csv file");
+}
+
+#[test]
+fn bad_flag_is_one_line() {
+    let out = qprof(&["run", "--tpch", "0.01", "--no-such-flag"]);
+    assert_one_line_error(&out, "--no-such-flag");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn bad_scale_factor_is_one_line() {
+    for sf in ["-1", "0", "abc", "NaN"] {
+        let out = qprof(&["run", "--tpch", sf]);
+        assert_one_line_error(&out, "scale factor");
+    }
+}
+
+#[test]
+fn bad_query_list_is_one_line() {
+    let out = qprof(&["run", "--tpch", "0.01", "--queries", "1,23"]);
+    assert_one_line_error(&out, "no TPC-H query 23");
+}
+
+#[test]
+fn unwritable_profile_path_is_one_line() {
+    let out = qprof(&[
+        "sql",
+        "SELECT 1 AS x",
+        "--profile-out",
+        "/definitely/not/here/p.json",
+    ]);
+    assert_one_line_error(&out, "cannot write profiles");
+}
+
+#[test]
+fn data_dir_that_is_a_file_is_one_line() {
+    let dir = scratch("datafile");
+    let file = dir.join("file");
+    std::fs::write(&file, "x").unwrap();
+    let out = qprof(&[
+        "run",
+        "--tpch",
+        "0.01",
+        "--data-dir",
+        file.to_str().unwrap(),
+    ]);
+    assert_one_line_error(&out, "not a directory");
+}
+
+#[test]
+fn run_tpch_prints_profiles_and_writes_json() {
+    let dir = scratch("tpch");
+    let json_path = dir.join("p.json");
+    let out = qprof(&[
+        "run",
+        "--tpch",
+        "0.01",
+        "--queries",
+        "1,3",
+        "--data-dir",
+        dir.join("data").to_str().unwrap(),
+        "--profile-out",
+        json_path.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("query 1: 4 rows"), "{stdout}");
+    assert!(stdout.contains("query 3: 10 rows"), "{stdout}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let queries = json["queries"].as_array().unwrap();
+    assert_eq!(queries.len(), 2);
+    for q in queries {
+        for key in ["id", "sql", "rows", "durationNanos", "plan", "stages"] {
+            assert!(q.get(key).is_some(), "missing {key}");
+        }
+        let stage = &q["stages"][0];
+        assert!(stage["nodeIds"].is_array() && stage["tasks"][0]["partition"].is_number());
+        assert!(stage["tasks"][0]["metrics"]["cpuNanos"]["value"].is_number());
+    }
+}

@@ -1,0 +1,171 @@
+//! Live counters: cheap atomic handles written while a query runs, read as snapshots.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+/// Tracks bytes currently reserved and their high-water mark.
+///
+/// `Relaxed` ordering suffices: each value is an independent counter, read for
+/// reporting only, and `fetch_max` keeps the peak monotonic on its own.
+#[derive(Debug, Default)]
+pub struct MemoryTracker {
+    current: AtomicI64,
+    peak: AtomicI64,
+}
+
+impl MemoryTracker {
+    /// Records `bytes` more reserved and raises the peak if needed.
+    #[inline]
+    pub fn grow(&self, bytes: usize) {
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        let now = self
+            .current
+            .fetch_add(bytes, Ordering::Relaxed)
+            .saturating_add(bytes);
+        self.peak.fetch_max(now, Ordering::Relaxed);
+    }
+
+    /// Records `bytes` released.
+    #[inline]
+    pub fn shrink(&self, bytes: usize) {
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        self.current.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// Bytes reserved now.
+    pub fn current(&self) -> u64 {
+        self.current.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    /// Largest number of bytes reserved at any one time.
+    pub fn peak(&self) -> u64 {
+        self.peak.load(Ordering::Relaxed).max(0) as u64
+    }
+}
+
+/// The live counters of one operator in one task (one partition of one plan node).
+///
+/// Written by the operator's stream and by [`crate::attribution`] from whichever thread
+/// runs the task; each task has its own instance, so the atomics are uncontended.
+/// `Relaxed` ordering suffices: counters are independent and read only for reporting.
+#[derive(Debug, Default)]
+pub struct OperatorTaskCounters {
+    pub(crate) wall_nanos: AtomicU64,
+    pub(crate) self_wall_nanos: AtomicU64,
+    pub(crate) cpu_nanos: AtomicU64,
+    pub(crate) self_cpu_nanos: AtomicU64,
+    pub(crate) allocations: AtomicU64,
+    polls: AtomicU64,
+    batches: AtomicU64,
+    rows: AtomicU64,
+    bytes: AtomicU64,
+    memory: MemoryTracker,
+}
+
+impl OperatorTaskCounters {
+    /// Fresh counters at zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Counts one poll of the operator's output stream.
+    #[inline]
+    pub fn record_poll(&self) {
+        self.polls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one batch of `rows` rows and `bytes` bytes produced by the operator.
+    #[inline]
+    pub fn record_batch(&self, rows: usize, bytes: usize) {
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        self.rows.fetch_add(rows as u64, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Memory reserved by the operator in this task.
+    pub fn memory(&self) -> &MemoryTracker {
+        &self.memory
+    }
+
+    /// Reads every counter.
+    pub fn snapshot(&self) -> OperatorTaskSnapshot {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        OperatorTaskSnapshot {
+            wall_nanos: load(&self.wall_nanos),
+            self_wall_nanos: load(&self.self_wall_nanos),
+            cpu_nanos: load(&self.cpu_nanos),
+            self_cpu_nanos: load(&self.self_cpu_nanos),
+            polls: load(&self.polls),
+            output_vectors: load(&self.batches),
+            output_rows: load(&self.rows),
+            output_bytes: load(&self.bytes),
+            peak_memory_bytes: self.memory.peak(),
+            memory_allocations: load(&self.allocations),
+        }
+    }
+}
+
+/// A point-in-time copy of [`OperatorTaskCounters`]. Durations are in nanoseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OperatorTaskSnapshot {
+    /// Wall time inside the operator's polls, including children polled inline (ns).
+    pub wall_nanos: u64,
+    /// Wall time of the operator's own code, children excluded (ns).
+    pub self_wall_nanos: u64,
+    /// CPU time inside the operator's polls, including children polled inline (ns).
+    pub cpu_nanos: u64,
+    /// CPU time of the operator's own code, children excluded wherever they ran (ns).
+    pub self_cpu_nanos: u64,
+    /// Polls of the output stream, including those that returned `Pending`.
+    pub polls: u64,
+    /// Batches produced; each is one poll that produced a batch.
+    pub output_vectors: u64,
+    /// Rows produced.
+    pub output_rows: u64,
+    /// Bytes of the batches produced (Arrow buffer memory).
+    pub output_bytes: u64,
+    /// Peak bytes reserved from the memory pool.
+    pub peak_memory_bytes: u64,
+    /// Heap allocations made while the operator's own code ran.
+    pub memory_allocations: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn batches_accumulate() {
+        let c = OperatorTaskCounters::new();
+        c.record_poll();
+        c.record_batch(10, 100);
+        c.record_poll();
+        c.record_batch(5, 50);
+        c.record_poll();
+        let s = c.snapshot();
+        assert_eq!(
+            (s.polls, s.output_vectors, s.output_rows, s.output_bytes),
+            (3, 2, 15, 150)
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn memory_peak_is_the_high_water_mark(ops in proptest::collection::vec((any::<bool>(), 0_usize..1_000), 0..100)) {
+            let tracker = MemoryTracker::default();
+            let (mut current, mut peak) = (0_i64, 0_i64);
+            for (grow, n) in ops {
+                if grow || (n as i64) > current {
+                    tracker.grow(n);
+                    current += n as i64;
+                } else {
+                    tracker.shrink(n);
+                    current -= n as i64;
+                }
+                peak = peak.max(current);
+                prop_assert_eq!(tracker.current(), current as u64);
+            }
+            prop_assert_eq!(tracker.peak(), peak as u64);
+        }
+    }
+}

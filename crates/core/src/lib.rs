@@ -1,0 +1,21 @@
+//! The engine-free core of qprof: metric kinds with Spark's semantics, clocks and timers,
+//! live counters, time attribution across nested operators, and query profiles.
+//!
+//! Nothing here knows about DataFusion, Arrow or an async runtime; engine integrations
+//! feed these types.
+//!
+//! ```
+//! use qprof_core::metric::{spark_string, MetricKind, TaskValue};
+//! let v = |value| TaskValue { task: None, value };
+//! assert_eq!(spark_string(MetricKind::Size, &[v(1024)]), "1024.0 B");
+//! ```
+#![deny(missing_docs)]
+
+pub mod alloc;
+pub mod attribution;
+pub mod clock;
+pub mod counters;
+pub mod format;
+pub mod metric;
+pub mod profile;
+pub mod timing;

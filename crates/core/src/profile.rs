@@ -1,0 +1,505 @@
+//! Query profiles: a tree of operators mirroring the plan, each with its metrics, plus the
+//! stages and tasks the plan ran as. Rendered as an indented text tree and as JSON.
+
+use std::fmt::Write as _;
+
+use serde_json::{Map, Value, json};
+
+use crate::format;
+use crate::metric::{Aggregate, MetricKind, TaskValue, spark_string};
+
+/// One metric of one operator: its per-task values and the operator-level value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeMetric {
+    /// Stable camelCase name, e.g. `selfCpuNanos` or `hashBuildWallNanos`.
+    pub name: String,
+    /// Spark-style display name, e.g. `time of hash build`.
+    pub display_name: String,
+    /// How the metric aggregates and renders.
+    pub kind: MetricKind,
+    /// Operator-level value: the sum over tasks, except where a metric defines it otherwise
+    /// (a peak is the true peak of the operator, not a sum of task peaks).
+    pub value: i64,
+    /// One value per task that ran the operator.
+    pub tasks: Vec<TaskValue>,
+}
+
+impl NodeMetric {
+    /// A metric whose operator-level value is the sum of its task values.
+    pub fn summed(
+        name: impl Into<String>,
+        display_name: impl Into<String>,
+        kind: MetricKind,
+        tasks: Vec<TaskValue>,
+    ) -> Self {
+        let value = tasks
+            .iter()
+            .fold(0_i64, |acc, t| acc.saturating_add(t.value));
+        Self {
+            name: name.into(),
+            display_name: display_name.into(),
+            kind,
+            value,
+            tasks,
+        }
+    }
+
+    /// Total, min, median and max across tasks.
+    pub fn aggregate(&self) -> Aggregate {
+        Aggregate::of(self.kind, &self.tasks)
+    }
+
+    /// The value as Spark's UI and REST API would show it.
+    pub fn spark_string(&self) -> String {
+        spark_string(self.kind, &self.tasks)
+    }
+
+    fn to_json(&self) -> Value {
+        let mut obj = Map::new();
+        obj.insert("value".into(), json!(self.value));
+        obj.insert("kind".into(), json!(self.kind.as_str()));
+        obj.insert("displayName".into(), json!(self.display_name));
+        if !self.tasks.is_empty() {
+            let agg = self.aggregate();
+            obj.insert("tasks".into(), json!(self.tasks.len()));
+            obj.insert("min".into(), json!(agg.min));
+            obj.insert("median".into(), json!(agg.median));
+            obj.insert("max".into(), json!(agg.max));
+            if let Some(t) = agg.max_task {
+                obj.insert("maxTaskId".into(), json!(t.task_id));
+            }
+        }
+        obj.insert("spark".into(), json!(self.spark_string()));
+        Value::Object(obj)
+    }
+}
+
+/// One operator of a profiled plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProfileNode {
+    /// Pre-order position in the plan, starting at 0 for the root.
+    pub id: usize,
+    /// Operator type, e.g. `HashJoinExec`.
+    pub name: String,
+    /// The operator's one-line description as EXPLAIN prints it.
+    pub display: String,
+    /// Stage the operator ran in, if the plan was cut into stages.
+    pub stage_id: Option<u32>,
+    /// Metrics, base metrics first.
+    pub metrics: Vec<NodeMetric>,
+    /// Free-form facts about the operator (`key`, `value`).
+    pub info: Vec<(String, String)>,
+    /// Inputs of the operator.
+    pub children: Vec<ProfileNode>,
+}
+
+impl ProfileNode {
+    /// The metric called `name`, if the operator has it.
+    pub fn metric(&self, name: &str) -> Option<&NodeMetric> {
+        self.metrics.iter().find(|m| m.name == name)
+    }
+
+    /// Operator-level value of the metric called `name`.
+    pub fn value(&self, name: &str) -> Option<i64> {
+        self.metric(name).map(|m| m.value)
+    }
+
+    /// This node and all its descendants, in pre-order.
+    pub fn iter(&self) -> impl Iterator<Item = &ProfileNode> {
+        let mut stack = vec![self];
+        std::iter::from_fn(move || {
+            let node = stack.pop()?;
+            stack.extend(node.children.iter().rev());
+            Some(node)
+        })
+    }
+
+    /// The node as JSON: `{"id","name","display","metrics":{name:{"value","kind",..}},"children":[..]}`.
+    pub fn to_json(&self) -> Value {
+        let metrics: Map<String, Value> = self
+            .metrics
+            .iter()
+            .map(|m| (m.name.clone(), m.to_json()))
+            .collect();
+        let mut obj = Map::new();
+        obj.insert("id".into(), json!(self.id));
+        obj.insert("name".into(), json!(self.name));
+        obj.insert("display".into(), json!(self.display));
+        if let Some(stage) = self.stage_id {
+            obj.insert("stageId".into(), json!(stage));
+        }
+        obj.insert("metrics".into(), Value::Object(metrics));
+        if !self.info.is_empty() {
+            let info: Map<String, Value> = self
+                .info
+                .iter()
+                .map(|(k, v)| (k.clone(), json!(v)))
+                .collect();
+            obj.insert("info".into(), Value::Object(info));
+        }
+        obj.insert(
+            "children".into(),
+            Value::Array(self.children.iter().map(ProfileNode::to_json).collect()),
+        );
+        Value::Object(obj)
+    }
+}
+
+/// One metric of one task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskMetric {
+    /// Metric name, as on operators.
+    pub name: String,
+    /// Metric kind.
+    pub kind: MetricKind,
+    /// The task's value.
+    pub value: i64,
+}
+
+/// One task: one partition of a stage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskProfile {
+    /// Task id, unique within the run.
+    pub task_id: u64,
+    /// Partition of the stage the task computed.
+    pub partition: u32,
+    /// Task-level metrics (work of all the stage's operators in this partition).
+    pub metrics: Vec<TaskMetric>,
+}
+
+impl TaskProfile {
+    /// Value of the task metric called `name`.
+    pub fn value(&self, name: &str) -> Option<i64> {
+        self.metrics
+            .iter()
+            .find(|m| m.name == name)
+            .map(|m| m.value)
+    }
+}
+
+/// A stage: operators that run together in the same tasks, between exchanges.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageProfile {
+    /// Stage id; child stages have smaller ids than their consumers.
+    pub id: u32,
+    /// Ids of the operators in the stage.
+    pub node_ids: Vec<usize>,
+    /// The stage's tasks, by partition.
+    pub tasks: Vec<TaskProfile>,
+}
+
+/// The profile of one query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryProfile {
+    /// Query id within the run (e.g. the TPC-H query number).
+    pub id: usize,
+    /// The SQL text.
+    pub sql: String,
+    /// Rows returned.
+    pub rows: u64,
+    /// Wall time from planning to the last batch, in nanoseconds.
+    pub duration_nanos: u64,
+    /// The operator tree.
+    pub plan: ProfileNode,
+    /// Stages and their tasks.
+    pub stages: Vec<StageProfile>,
+}
+
+/// Names of the base metrics every operator has.
+pub mod names {
+    /// Wall time inside the operator's polls, children polled inline included (ns).
+    pub const WALL_NANOS: &str = "wallNanos";
+    /// Wall time of the operator's own code (ns).
+    pub const SELF_WALL_NANOS: &str = "selfWallNanos";
+    /// CPU time inside the operator's polls, children polled inline included (ns).
+    pub const CPU_NANOS: &str = "cpuNanos";
+    /// CPU time of the operator's own code, children excluded wherever they ran (ns).
+    pub const SELF_CPU_NANOS: &str = "selfCpuNanos";
+    /// Polls that produced a batch.
+    pub const CPU_COUNT: &str = "cpuCount";
+    /// Rows produced.
+    pub const OUTPUT_ROWS: &str = "outputRows";
+    /// Batches produced.
+    pub const OUTPUT_VECTORS: &str = "outputVectors";
+    /// Bytes produced.
+    pub const OUTPUT_BYTES: &str = "outputBytes";
+    /// Peak memory reserved by the operator.
+    pub const PEAK_MEMORY_BYTES: &str = "peakMemoryBytes";
+    /// Heap allocations made while the operator's code ran.
+    pub const NUM_MEMORY_ALLOCATIONS: &str = "numMemoryAllocations";
+    /// All base metric names, in display order.
+    pub const BASE: [&str; 10] = [
+        WALL_NANOS,
+        SELF_WALL_NANOS,
+        CPU_NANOS,
+        SELF_CPU_NANOS,
+        CPU_COUNT,
+        OUTPUT_ROWS,
+        OUTPUT_VECTORS,
+        OUTPUT_BYTES,
+        PEAK_MEMORY_BYTES,
+        NUM_MEMORY_ALLOCATIONS,
+    ];
+}
+
+impl QueryProfile {
+    /// The profile as JSON: `{"id","sql","rows","durationNanos","plan":{..},"stages":[..]}`.
+    pub fn to_json(&self) -> Value {
+        let stages: Vec<Value> = self
+            .stages
+            .iter()
+            .map(|s| {
+                let tasks: Vec<Value> = s
+                    .tasks
+                    .iter()
+                    .map(|t| {
+                        let metrics: Map<String, Value> = t
+                            .metrics
+                            .iter()
+                            .map(|m| {
+                                (
+                                    m.name.clone(),
+                                    json!({"value": m.value, "kind": m.kind.as_str()}),
+                                )
+                            })
+                            .collect();
+                        json!({"taskId": t.task_id, "partition": t.partition, "metrics": metrics})
+                    })
+                    .collect();
+                json!({"id": s.id, "nodeIds": s.node_ids, "tasks": tasks})
+            })
+            .collect();
+        json!({
+            "id": self.id,
+            "sql": self.sql,
+            "rows": self.rows,
+            "durationNanos": self.duration_nanos,
+            "plan": self.plan.to_json(),
+            "stages": stages,
+        })
+    }
+
+    /// Operators sorted by self CPU time, largest first.
+    pub fn top_by_self_cpu(&self) -> Vec<&ProfileNode> {
+        let mut nodes: Vec<&ProfileNode> = self.plan.iter().collect();
+        nodes.sort_by_key(|n| std::cmp::Reverse(n.value(names::SELF_CPU_NANOS).unwrap_or(0)));
+        nodes
+    }
+
+    /// Renders the profile as text: a header line, the operator tree with each operator's
+    /// share of the query's CPU, and the `top` operators by self CPU time.
+    pub fn render_text(&self, top: usize) -> String {
+        let total_self_cpu: i64 = self
+            .plan
+            .iter()
+            .filter_map(|n| n.value(names::SELF_CPU_NANOS))
+            .sum();
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "query {}: {} rows in {}, operator cpu {}, {} stages",
+            self.id,
+            format::integer(self.rows as i64),
+            format::human_nanos(self.duration_nanos),
+            format::human_nanos(total_self_cpu.max(0) as u64),
+            self.stages.len()
+        );
+        render_node(&self.plan, 0, total_self_cpu, &mut out);
+        if top > 0 {
+            let _ = writeln!(out, "top operators by self cpu:");
+            for node in self.top_by_self_cpu().into_iter().take(top) {
+                let self_cpu = node.value(names::SELF_CPU_NANOS).unwrap_or(0);
+                let _ = writeln!(
+                    out,
+                    "  {:>5}  {:>10}  #{} {}",
+                    percent(self_cpu, total_self_cpu),
+                    format::human_nanos(self_cpu.max(0) as u64),
+                    node.id,
+                    node.name
+                );
+            }
+        }
+        out
+    }
+}
+
+fn percent(part: i64, whole: i64) -> String {
+    if whole <= 0 {
+        return "-".to_string();
+    }
+    format!("{:.1}%", part as f64 * 100.0 / whole as f64)
+}
+
+fn render_node(node: &ProfileNode, depth: usize, total_self_cpu: i64, out: &mut String) {
+    let indent = "  ".repeat(depth);
+    let v = |name| node.value(name).unwrap_or(0);
+    let stage = node
+        .stage_id
+        .map(|s| format!(" [stage {s}]"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "{indent}#{} {}{stage}  self cpu {} ({})  cpu {}  rows {}  batches {}  peak mem {}",
+        node.id,
+        node.name,
+        format::human_nanos(v(names::SELF_CPU_NANOS).max(0) as u64),
+        percent(v(names::SELF_CPU_NANOS), total_self_cpu),
+        format::human_nanos(v(names::CPU_NANOS).max(0) as u64),
+        format::integer(v(names::OUTPUT_ROWS)),
+        format::integer(v(names::OUTPUT_VECTORS)),
+        format::bytes(v(names::PEAK_MEMORY_BYTES)),
+    );
+    let display = node.display.trim();
+    if !display.is_empty() && display != node.name {
+        let _ = writeln!(out, "{indent}   {}", truncate(display, 110));
+    }
+    for child in &node.children {
+        render_node(child, depth + 1, total_self_cpu, out);
+    }
+}
+
+fn truncate(s: &str, max_chars: usize) -> String {
+    if s.chars().count() <= max_chars {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(max_chars.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// Profiles of several queries as one JSON document: `{"queries":[..]}`.
+pub fn profiles_to_json(profiles: &[QueryProfile]) -> Value {
+    json!({ "queries": profiles.iter().map(QueryProfile::to_json).collect::<Vec<_>>() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metric::TaskRef;
+
+    fn tv(task_id: u64, value: i64) -> TaskValue {
+        TaskValue {
+            task: Some(TaskRef {
+                stage_id: 0,
+                stage_attempt: 0,
+                task_id,
+                partition: task_id as u32,
+            }),
+            value,
+        }
+    }
+
+    fn node(
+        id: usize,
+        name: &str,
+        self_cpu: [i64; 2],
+        rows: [i64; 2],
+        children: Vec<ProfileNode>,
+    ) -> ProfileNode {
+        let child_cpu: i64 = children
+            .iter()
+            .map(|c| c.value(names::CPU_NANOS).unwrap())
+            .sum();
+        let metric = |n: &str, kind, vals: [i64; 2]| {
+            NodeMetric::summed(n, n, kind, vec![tv(0, vals[0]), tv(1, vals[1])])
+        };
+        ProfileNode {
+            id,
+            name: name.to_string(),
+            display: format!("{name}: details"),
+            stage_id: Some(0),
+            metrics: vec![
+                metric(names::SELF_CPU_NANOS, MetricKind::NsTiming, self_cpu),
+                metric(
+                    names::CPU_NANOS,
+                    MetricKind::NsTiming,
+                    [self_cpu[0] + child_cpu / 2, self_cpu[1] + child_cpu / 2],
+                ),
+                metric(names::OUTPUT_ROWS, MetricKind::Sum, rows),
+                metric(names::OUTPUT_VECTORS, MetricKind::Sum, [1, 1]),
+                metric(names::PEAK_MEMORY_BYTES, MetricKind::Size, [0, 4096]),
+            ],
+            info: vec![],
+            children,
+        }
+    }
+
+    fn sample() -> QueryProfile {
+        let scan = node(
+            2,
+            "DataSourceExec",
+            [30_000_000, 50_000_000],
+            [500, 524],
+            vec![],
+        );
+        let filter = node(
+            1,
+            "FilterExec",
+            [2_000_000, 2_000_000],
+            [10, 12],
+            vec![scan],
+        );
+        let agg = node(
+            0,
+            "AggregateExec",
+            [1_000_000, 500_000],
+            [1, 1],
+            vec![filter],
+        );
+        QueryProfile {
+            id: 6,
+            sql: "select 1".into(),
+            rows: 1,
+            duration_nanos: 42_500_000,
+            plan: agg,
+            stages: vec![StageProfile {
+                id: 0,
+                node_ids: vec![0, 1, 2],
+                tasks: vec![TaskProfile {
+                    task_id: 0,
+                    partition: 0,
+                    metrics: vec![TaskMetric {
+                        name: names::CPU_NANOS.into(),
+                        kind: MetricKind::NsTiming,
+                        value: 33_000_000,
+                    }],
+                }],
+            }],
+        }
+    }
+
+    #[test]
+    fn text_tree_snapshot() {
+        insta::assert_snapshot!(sample().render_text(3));
+    }
+
+    #[test]
+    fn json_has_the_documented_shape() {
+        let json = profiles_to_json(&[sample()]);
+        let q = &json["queries"][0];
+        for key in ["id", "sql", "rows", "durationNanos", "plan", "stages"] {
+            assert!(q.get(key).is_some(), "missing {key}");
+        }
+        let plan = &q["plan"];
+        assert_eq!(plan["name"], "AggregateExec");
+        assert_eq!(plan["metrics"]["selfCpuNanos"]["value"], 1_500_000);
+        assert_eq!(plan["metrics"]["selfCpuNanos"]["kind"], "nsTiming");
+        assert_eq!(plan["metrics"]["peakMemoryBytes"]["maxTaskId"], 1);
+        assert_eq!(plan["children"][0]["children"][0]["id"], 2);
+        assert_eq!(q["stages"][0]["nodeIds"], json!([0, 1, 2]));
+        assert_eq!(
+            q["stages"][0]["tasks"][0]["metrics"]["cpuNanos"]["value"],
+            33_000_000
+        );
+    }
+
+    #[test]
+    fn iteration_is_pre_order_and_top_is_sorted() {
+        let p = sample();
+        let ids: Vec<usize> = p.plan.iter().map(|n| n.id).collect();
+        assert_eq!(ids, vec![0, 1, 2]);
+        let top: Vec<usize> = p.top_by_self_cpu().iter().map(|n| n.id).collect();
+        assert_eq!(top, vec![2, 1, 0]);
+    }
+}

@@ -1,0 +1,536 @@
+//! Turning an executed, wrapped plan into a [`QueryProfile`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use datafusion::physical_plan::metrics::MetricValue;
+use datafusion::physical_plan::{ExecutionPlan, displayable};
+use qprof_core::counters::OperatorTaskSnapshot;
+use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
+use qprof_core::profile::{
+    NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskMetric, TaskProfile, names,
+};
+
+use crate::definitions::{self, Reading, SUPERSEDED};
+use crate::exec::ProfiledExec;
+
+/// Hands out task ids that are unique within one run (one application).
+#[derive(Debug, Default)]
+pub struct TaskIds(AtomicU64);
+
+impl TaskIds {
+    fn next(&self) -> u64 {
+        self.0.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// What is known about a query apart from its plan.
+#[derive(Debug, Clone)]
+pub struct QueryInfo {
+    /// Query id within the run.
+    pub id: usize,
+    /// SQL text.
+    pub sql: String,
+    /// Rows returned.
+    pub rows: u64,
+    /// Wall time of planning and execution, in nanoseconds.
+    pub duration_nanos: u64,
+}
+
+/// Counters of one operator, read once so that every figure of a profile comes from the
+/// same moment (spawned work can still finish after the last batch).
+struct OperatorReading {
+    stage: Option<u32>,
+    tasks: Vec<(usize, OperatorTaskSnapshot)>,
+    peak: u64,
+}
+
+impl OperatorReading {
+    fn of(exec: &ProfiledExec) -> Self {
+        Self {
+            stage: exec.stats().stage(),
+            tasks: exec
+                .stats()
+                .executed_tasks()
+                .into_iter()
+                .map(|(p, c)| (p, c.snapshot()))
+                .collect(),
+            peak: exec.stats().memory.peak(),
+        }
+    }
+
+    fn task(&self, partition: usize) -> Option<&OperatorTaskSnapshot> {
+        self.tasks
+            .iter()
+            .find(|(p, _)| *p == partition)
+            .map(|(_, s)| s)
+    }
+}
+
+/// The tasks of a query: which stage partitions ran, and the id each task got.
+struct TaskMap(BTreeMap<(u32, usize), TaskRef>);
+
+impl TaskMap {
+    fn get(&self, stage: Option<u32>, partition: usize) -> Option<TaskRef> {
+        self.0.get(&(stage?, partition)).copied()
+    }
+}
+
+/// Builds the profile of an executed plan that [`crate::ProfilingRule`] wrapped.
+///
+/// Operators that are not wrapped (none, unless something rewrote the plan after the rule)
+/// appear with their name and DataFusion's metrics only.
+pub fn collect_profile(
+    plan: &Arc<dyn ExecutionPlan>,
+    info: QueryInfo,
+    task_ids: &TaskIds,
+) -> QueryProfile {
+    let mut wrapped = Vec::new();
+    gather(plan, &mut wrapped);
+    let readings: BTreeMap<usize, OperatorReading> = wrapped
+        .iter()
+        .map(|e| (e.node_id(), OperatorReading::of(e)))
+        .collect();
+
+    // stages and their tasks, in stage order; a stage's partitions are those any of its
+    // operators executed
+    let mut stage_nodes: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    let mut stage_partitions: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    for exec in &wrapped {
+        let reading = &readings[&exec.node_id()];
+        if let Some(stage) = reading.stage {
+            stage_nodes.entry(stage).or_default().push(exec.node_id());
+            let parts = stage_partitions.entry(stage).or_default();
+            parts.extend(reading.tasks.iter().map(|(p, _)| *p));
+            parts.sort_unstable();
+            parts.dedup();
+        }
+    }
+    let mut tasks = BTreeMap::new();
+    for (&stage, partitions) in &stage_partitions {
+        for &p in partitions {
+            tasks.insert(
+                (stage, p),
+                TaskRef {
+                    stage_id: stage,
+                    stage_attempt: 0,
+                    task_id: task_ids.next(),
+                    partition: p as u32,
+                },
+            );
+        }
+    }
+    let tasks = TaskMap(tasks);
+    let mut next_unwrapped_id = wrapped.iter().map(|e| e.node_id() + 1).max().unwrap_or(0);
+    let root = build_node(plan, &readings, &tasks, &mut next_unwrapped_id);
+    let plan_state = wrapped.first().map(|e| Arc::clone(&e.stats().plan));
+    let stages = stage_nodes
+        .iter()
+        .map(|(&stage, node_ids)| {
+            let peak = |p: usize| {
+                plan_state
+                    .as_ref()
+                    .map_or(0, |s| s.stage_task_peak(stage, p))
+            };
+            stage_profile(stage, node_ids, &readings, &tasks, peak)
+        })
+        .collect();
+    QueryProfile {
+        id: info.id,
+        sql: info.sql,
+        rows: info.rows,
+        duration_nanos: info.duration_nanos,
+        plan: root,
+        stages,
+    }
+}
+
+fn gather<'a>(plan: &'a Arc<dyn ExecutionPlan>, out: &mut Vec<&'a ProfiledExec>) {
+    if let Some(exec) = ProfiledExec::of(plan.as_ref()) {
+        out.push(exec);
+    }
+    for child in plan.children() {
+        gather(child, out);
+    }
+}
+
+fn build_node(
+    plan: &Arc<dyn ExecutionPlan>,
+    readings: &BTreeMap<usize, OperatorReading>,
+    tasks: &TaskMap,
+    next_unwrapped_id: &mut usize,
+) -> ProfileNode {
+    let display = displayable(plan.as_ref()).one_line().to_string();
+    let name = plan.name().to_string();
+    let label = definitions::operator_label(&name);
+    let (id, stage_id, mut metrics) = match ProfiledExec::of(plan.as_ref()) {
+        Some(exec) => {
+            let reading = &readings[&exec.node_id()];
+            (
+                exec.node_id(),
+                reading.stage,
+                base_metrics(reading, &label, tasks),
+            )
+        }
+        None => {
+            *next_unwrapped_id += 1;
+            (*next_unwrapped_id - 1, None, Vec::new())
+        }
+    };
+    let stage_of_tasks = stage_id;
+    metrics.extend(native_metrics(plan.as_ref(), &name, &label, |p| {
+        tasks.get(stage_of_tasks, p)
+    }));
+    let mut info = vec![(
+        "outputPartitions".to_string(),
+        plan.properties().partitioning.partition_count().to_string(),
+    )];
+    let dynamic_filters = plan.dynamic_expressions_produced().len();
+    if dynamic_filters > 0 {
+        info.push((
+            "dynamicFiltersProduced".to_string(),
+            dynamic_filters.to_string(),
+        ));
+    }
+    let children = plan
+        .children()
+        .into_iter()
+        .map(|c| build_node(c, readings, tasks, next_unwrapped_id))
+        .collect();
+    ProfileNode {
+        id,
+        name,
+        display: display.trim().to_string(),
+        stage_id,
+        metrics,
+        info,
+        children,
+    }
+}
+
+/// The base metrics every wrapped operator has, one value per task.
+fn base_metrics(reading: &OperatorReading, label: &str, tasks: &TaskMap) -> Vec<NodeMetric> {
+    let snapshots: Vec<(Option<TaskRef>, &OperatorTaskSnapshot)> = reading
+        .tasks
+        .iter()
+        .map(|(p, s)| (tasks.get(reading.stage, *p), s))
+        .collect();
+    let series = |name: &str, kind: MetricKind, read: fn(&OperatorTaskSnapshot) -> u64| {
+        let values = snapshots
+            .iter()
+            .map(|(task, s)| TaskValue {
+                task: *task,
+                value: clamp(read(s)),
+            })
+            .collect();
+        NodeMetric::summed(
+            name,
+            definitions::base_display_name(name, label),
+            kind,
+            values,
+        )
+    };
+    let mut peak = series(names::PEAK_MEMORY_BYTES, MetricKind::Size, |s| {
+        s.peak_memory_bytes
+    });
+    // the operator's true peak, not the sum of its tasks' peaks
+    peak.value = clamp(reading.peak);
+    vec![
+        series(names::WALL_NANOS, MetricKind::NsTiming, |s| s.wall_nanos),
+        series(names::SELF_WALL_NANOS, MetricKind::NsTiming, |s| {
+            s.self_wall_nanos
+        }),
+        series(names::CPU_NANOS, MetricKind::NsTiming, |s| s.cpu_nanos),
+        series(names::SELF_CPU_NANOS, MetricKind::NsTiming, |s| {
+            s.self_cpu_nanos
+        }),
+        series(names::CPU_COUNT, MetricKind::Sum, |s| s.output_vectors),
+        series(names::OUTPUT_ROWS, MetricKind::Sum, |s| s.output_rows),
+        series(names::OUTPUT_VECTORS, MetricKind::Sum, |s| s.output_vectors),
+        series(names::OUTPUT_BYTES, MetricKind::Size, |s| s.output_bytes),
+        peak,
+        series(names::NUM_MEMORY_ALLOCATIONS, MetricKind::Sum, |s| {
+            s.memory_allocations
+        }),
+        series("numPolls", MetricKind::Sum, |s| s.polls),
+    ]
+}
+
+fn clamp(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// A native metric's definition, from a table or derived for metrics no table knows.
+struct Def {
+    name: String,
+    display: String,
+    kind: MetricKind,
+    reading: Reading,
+}
+
+fn defs_for(operator: &str, label: &str, value: &MetricValue) -> Vec<Def> {
+    let native = value.name();
+    let known = definitions::native_defs(operator, native);
+    if !known.is_empty() {
+        return known
+            .into_iter()
+            .map(|d| Def {
+                name: d.name.to_string(),
+                display: d.display.replace("{op}", label),
+                kind: d.kind,
+                reading: d.reading,
+            })
+            .collect();
+    }
+    let display = native.replace('_', " ");
+    let simple = |kind| {
+        vec![Def {
+            name: definitions::fallback_name(native, kind),
+            display: display.clone(),
+            kind,
+            reading: Reading::Value,
+        }]
+    };
+    match value {
+        MetricValue::ElapsedCompute(_) | MetricValue::Time { .. } => simple(MetricKind::NsTiming),
+        MetricValue::SpilledBytes(_)
+        | MetricValue::OutputBytes(_)
+        | MetricValue::CurrentMemoryUsage(_)
+        | MetricValue::PeakMemoryUsage { .. } => simple(MetricKind::Size),
+        MetricValue::Count { .. } | MetricValue::Gauge { .. }
+            if native.contains("bytes") || native.contains("mem") =>
+        {
+            simple(MetricKind::Size)
+        }
+        MetricValue::Ratio { .. } => vec![Def {
+            name: definitions::fallback_name(native, MetricKind::Average),
+            display: format!("{display} (%)"),
+            kind: MetricKind::Average,
+            reading: Reading::RatioPercent,
+        }],
+        MetricValue::PruningMetrics { .. } => {
+            let base = definitions::fallback_name(native, MetricKind::Sum);
+            vec![
+                Def {
+                    name: format!("{base}Pruned"),
+                    display: format!("{display}: pruned"),
+                    kind: MetricKind::Sum,
+                    reading: Reading::Pruned,
+                },
+                Def {
+                    name: format!("{base}Matched"),
+                    display: format!("{display}: matched"),
+                    kind: MetricKind::Sum,
+                    reading: Reading::Matched,
+                },
+            ]
+        }
+        MetricValue::StartTimestamp(_)
+        | MetricValue::EndTimestamp(_)
+        | MetricValue::Custom { .. } => Vec::new(),
+        _ => simple(MetricKind::Sum),
+    }
+}
+
+/// A reading of one metric: a plain number, or a ratio kept as its two parts so that
+/// ratios of several partitions or files combine correctly.
+#[derive(Debug, Clone, Copy, Default)]
+struct Reads {
+    value: i64,
+    part: u64,
+    total: u64,
+}
+
+impl Reads {
+    fn add(&mut self, other: Reads) {
+        self.value = self.value.saturating_add(other.value);
+        self.part += other.part;
+        self.total += other.total;
+    }
+
+    fn percent_times_ten(&self) -> i64 {
+        if self.total == 0 {
+            0
+        } else {
+            clamp((u128::from(self.part) * 1000 / u128::from(self.total)) as u64)
+        }
+    }
+}
+
+fn read(value: &MetricValue, reading: Reading) -> Option<Reads> {
+    let plain = |v: usize| {
+        Some(Reads {
+            value: clamp(v as u64),
+            ..Reads::default()
+        })
+    };
+    match (reading, value) {
+        (Reading::RatioPercent, MetricValue::Ratio { ratio_metrics, .. }) => Some(Reads {
+            value: 0,
+            part: ratio_metrics.part() as u64,
+            total: ratio_metrics.total() as u64,
+        }),
+        (Reading::RatioPart, MetricValue::Ratio { ratio_metrics, .. }) => {
+            plain(ratio_metrics.part())
+        }
+        (Reading::RatioTotal, MetricValue::Ratio { ratio_metrics, .. }) => {
+            plain(ratio_metrics.total())
+        }
+        (
+            Reading::Pruned,
+            MetricValue::PruningMetrics {
+                pruning_metrics, ..
+            },
+        ) => plain(pruning_metrics.pruned()),
+        (
+            Reading::Matched,
+            MetricValue::PruningMetrics {
+                pruning_metrics, ..
+            },
+        ) => plain(pruning_metrics.matched()),
+        (
+            Reading::Value,
+            MetricValue::StartTimestamp(_)
+            | MetricValue::EndTimestamp(_)
+            | MetricValue::Ratio { .. }
+            | MetricValue::PruningMetrics { .. }
+            | MetricValue::Custom { .. },
+        ) => None,
+        (Reading::Value, v) => plain(v.as_usize()),
+        _ => None,
+    }
+}
+
+/// DataFusion's own metrics of the operator, mapped through its definitions table.
+/// Values of the same metric and partition (e.g. one per Parquet file) are added up;
+/// values without a partition are operator-wide and carry no task.
+fn native_metrics(
+    plan: &dyn ExecutionPlan,
+    operator: &str,
+    label: &str,
+    task_of: impl Fn(usize) -> Option<TaskRef>,
+) -> Vec<NodeMetric> {
+    let Some(set) = plan.metrics() else {
+        return Vec::new();
+    };
+    // name -> (display, kind, reading, per-partition reads), in first-seen order
+    let mut acc: Vec<(Def, BTreeMap<Option<usize>, Reads>)> = Vec::new();
+    for metric in set.iter() {
+        if SUPERSEDED.contains(&metric.value().name()) {
+            continue;
+        }
+        for def in defs_for(operator, label, metric.value()) {
+            let Some(reads) = read(metric.value(), def.reading) else {
+                continue;
+            };
+            let slot = match acc.iter().position(|(d, _)| d.name == def.name) {
+                Some(i) => i,
+                None => {
+                    acc.push((def, BTreeMap::new()));
+                    acc.len() - 1
+                }
+            };
+            acc[slot]
+                .1
+                .entry(metric.partition())
+                .or_default()
+                .add(reads);
+        }
+    }
+    acc.into_iter()
+        .map(|(def, by_partition)| {
+            let percent = def.reading == Reading::RatioPercent;
+            let mut overall = Reads::default();
+            let tasks = by_partition
+                .iter()
+                .map(|(p, reads)| {
+                    overall.add(*reads);
+                    TaskValue {
+                        task: p.and_then(&task_of),
+                        value: if percent {
+                            reads.percent_times_ten()
+                        } else {
+                            reads.value
+                        },
+                    }
+                })
+                .collect();
+            NodeMetric {
+                name: def.name,
+                display_name: def.display,
+                kind: def.kind,
+                value: if percent {
+                    overall.percent_times_ten()
+                } else {
+                    overall.value
+                },
+                tasks,
+            }
+        })
+        .collect()
+}
+
+/// The profile of one stage: per task, the work of all the stage's operators.
+fn stage_profile(
+    stage: u32,
+    node_ids: &[usize],
+    readings: &BTreeMap<usize, OperatorReading>,
+    tasks: &TaskMap,
+    stage_task_peak: impl Fn(usize) -> u64,
+) -> StageProfile {
+    // node ids are in pre-order: the stage's root comes first
+    let members: Vec<&OperatorReading> = node_ids.iter().map(|id| &readings[id]).collect();
+    let task_profiles = tasks
+        .0
+        .iter()
+        .filter(|((s, _), _)| *s == stage)
+        .map(|(&(_, p), t)| {
+            let mut sum = OperatorTaskSnapshot::default();
+            for s in members.iter().filter_map(|r| r.task(p)) {
+                sum.self_wall_nanos += s.self_wall_nanos;
+                sum.self_cpu_nanos += s.self_cpu_nanos;
+                sum.memory_allocations += s.memory_allocations;
+                sum.polls += s.polls;
+            }
+            let out = members
+                .first()
+                .and_then(|r| r.task(p))
+                .copied()
+                .unwrap_or_default();
+            let m = |name: &str, kind, value: u64| TaskMetric {
+                name: name.to_string(),
+                kind,
+                value: clamp(value),
+            };
+            TaskProfile {
+                task_id: t.task_id,
+                partition: t.partition,
+                metrics: vec![
+                    m(names::WALL_NANOS, MetricKind::NsTiming, sum.self_wall_nanos),
+                    m(names::CPU_NANOS, MetricKind::NsTiming, sum.self_cpu_nanos),
+                    m(names::CPU_COUNT, MetricKind::Sum, out.output_vectors),
+                    m(names::OUTPUT_ROWS, MetricKind::Sum, out.output_rows),
+                    m(names::OUTPUT_VECTORS, MetricKind::Sum, out.output_vectors),
+                    m(names::OUTPUT_BYTES, MetricKind::Size, out.output_bytes),
+                    m(
+                        names::PEAK_MEMORY_BYTES,
+                        MetricKind::Size,
+                        stage_task_peak(p),
+                    ),
+                    m(
+                        names::NUM_MEMORY_ALLOCATIONS,
+                        MetricKind::Sum,
+                        sum.memory_allocations,
+                    ),
+                    m("numPolls", MetricKind::Sum, sum.polls),
+                ],
+            }
+        })
+        .collect();
+    StageProfile {
+        id: stage,
+        node_ids: node_ids.to_vec(),
+        tasks: task_profiles,
+    }
+}

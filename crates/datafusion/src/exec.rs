@@ -1,0 +1,349 @@
+//! `ProfiledExec`: a transparent wrapper that measures one operator.
+//!
+//! The wrapper is invisible to planning: its children are the inner operator's children,
+//! its properties are the inner operator's (the same `Arc`), downcasts see through it
+//! (`downcast_delegate`), EXPLAIN prints the inner operator, and every method that returns
+//! a new plan re-wraps the result with the same statistics, so the operator keeps its
+//! identity through plan rewrites.
+
+use std::any::Any;
+use std::fmt;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::utils::memory::get_record_batch_memory_size;
+use datafusion::common::{Result, Statistics};
+use datafusion::config::ConfigOptions;
+use datafusion::execution::{RecordBatchStream, SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{Distribution, OrderingRequirements, PhysicalSortExpr};
+use datafusion::physical_plan::execution_plan::{CardinalityEffect, InvariantLevel};
+use datafusion::physical_plan::filter_pushdown::{
+    ChildPushdownResult, FilterDescription, FilterPushdownPhase, FilterPushdownPropagation,
+};
+use datafusion::physical_plan::metrics::MetricsSet;
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::sort_pushdown::SortOrderPushdownResult;
+use datafusion::physical_plan::{
+    ChildStats, ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan,
+    InputDistributionRequirements, PhysicalExpr, PlanProperties, ReplaceChildrenOptions,
+    StatisticsArgs,
+};
+use futures::{Stream, StreamExt};
+use qprof_core::attribution;
+use qprof_core::clock::SystemClock;
+use qprof_core::counters::OperatorTaskCounters;
+
+use crate::memory;
+use crate::stats::OperatorStats;
+
+/// Wraps one operator of a plan and records its work per task.
+pub struct ProfiledExec {
+    inner: Arc<dyn ExecutionPlan>,
+    stats: Arc<OperatorStats>,
+}
+
+impl fmt::Debug for ProfiledExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProfiledExec")
+            .field("node_id", &self.stats.node_id)
+            .field("inner", &self.inner.name())
+            .finish()
+    }
+}
+
+impl ProfiledExec {
+    pub(crate) fn new(inner: Arc<dyn ExecutionPlan>, stats: Arc<OperatorStats>) -> Self {
+        Self { inner, stats }
+    }
+
+    /// The wrapper itself, if `plan` is one. A raw `Any` check: DataFusion's own
+    /// `downcast_ref` follows `downcast_delegate` and never sees the wrapper.
+    pub fn of(plan: &dyn ExecutionPlan) -> Option<&ProfiledExec> {
+        (plan as &dyn Any).downcast_ref::<ProfiledExec>()
+    }
+
+    /// The wrapped operator.
+    pub fn inner(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.inner
+    }
+
+    /// Pre-order id of the operator in its plan.
+    pub fn node_id(&self) -> usize {
+        self.stats.node_id
+    }
+
+    pub(crate) fn stats(&self) -> &Arc<OperatorStats> {
+        &self.stats
+    }
+
+    fn rewrap(&self, inner: Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
+        Arc::new(ProfiledExec::new(inner, Arc::clone(&self.stats)))
+    }
+}
+
+impl DisplayAs for ProfiledExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.fmt_as(t, f)
+    }
+}
+
+impl ExecutionPlan for ProfiledExec {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn downcast_delegate(&self) -> Option<&dyn ExecutionPlan> {
+        Some(self.inner.as_ref())
+    }
+
+    fn schema(&self) -> SchemaRef {
+        self.inner.schema()
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        // the same Arc: parents keep the `ChildrenPropertiesMode::Keep` fast path
+        self.inner.properties()
+    }
+
+    fn check_invariants(&self, check: InvariantLevel) -> Result<()> {
+        self.inner.check_invariants(check)
+    }
+
+    fn dynamic_expressions_produced(&self) -> Vec<Arc<dyn PhysicalExpr>> {
+        self.inner.dynamic_expressions_produced()
+    }
+
+    #[allow(deprecated)]
+    fn required_input_distribution(&self) -> Vec<Distribution> {
+        self.inner.required_input_distribution()
+    }
+
+    fn input_distribution_requirements(&self) -> InputDistributionRequirements {
+        self.inner.input_distribution_requirements()
+    }
+
+    fn required_input_ordering(&self) -> Vec<Option<OrderingRequirements>> {
+        self.inner.required_input_ordering()
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        self.inner.maintains_input_order()
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        self.inner.benefits_from_input_partitioning()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        self.inner.children()
+    }
+
+    /// Must delegate: a hash join only builds its dynamic filter when it finds the filter's
+    /// consumer in its probe subtree through `apply_expressions`.
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        self.inner.apply_expressions(f)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+        options: ReplaceChildrenOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let inner = Arc::clone(&self.inner).replace_children(children, options)?;
+        Ok(self.rewrap(inner))
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.replace_children(
+            children,
+            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+        )
+    }
+
+    #[allow(deprecated)]
+    fn with_new_children_and_same_properties(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.replace_children(
+            children,
+            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Keep),
+        )
+    }
+
+    fn reset_state(self: Arc<Self>) -> Result<Arc<dyn ExecutionPlan>> {
+        let inner = Arc::clone(&self.inner).reset_state()?;
+        Ok(self.rewrap(inner))
+    }
+
+    fn repartitioned(
+        &self,
+        target_partitions: usize,
+        config: &ConfigOptions,
+    ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+        Ok(self
+            .inner
+            .repartitioned(target_partitions, config)?
+            .map(|p| self.rewrap(p)))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let task = self.stats.task(partition);
+        let context = memory::context_for(&context, &self.stats, &task, partition);
+        let inner = {
+            // operators may spawn their input tasks here; the frame attributes them to us
+            let _frame = attribution::enter(&SystemClock, &task);
+            self.inner.execute(partition, context)?
+        };
+        Ok(Box::pin(ProfiledStream { inner, task }))
+    }
+
+    /// The inner operator's metrics, unchanged: qprof's own metrics are read from the
+    /// wrapper directly, so EXPLAIN ANALYZE output stays exactly DataFusion's.
+    fn metrics(&self) -> Option<MetricsSet> {
+        self.inner.metrics()
+    }
+
+    #[allow(deprecated)]
+    fn partition_statistics(&self, partition: Option<usize>) -> Result<Arc<Statistics>> {
+        self.inner.partition_statistics(partition)
+    }
+
+    fn statistics_from_inputs(
+        &self,
+        input_stats: &[Arc<Statistics>],
+        args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        self.inner.statistics_from_inputs(input_stats, args)
+    }
+
+    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
+        self.inner.child_stats_requests(partition)
+    }
+
+    fn supports_limit_pushdown(&self) -> bool {
+        self.inner.supports_limit_pushdown()
+    }
+
+    fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
+        self.inner.with_fetch(limit).map(|p| self.rewrap(p))
+    }
+
+    fn fetch(&self) -> Option<usize> {
+        self.inner.fetch()
+    }
+
+    fn cardinality_effect(&self) -> CardinalityEffect {
+        self.inner.cardinality_effect()
+    }
+
+    fn try_swapping_with_projection(
+        &self,
+        projection: &ProjectionExec,
+    ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+        Ok(self
+            .inner
+            .try_swapping_with_projection(projection)?
+            .map(|p| self.rewrap(p)))
+    }
+
+    fn gather_filters_for_pushdown(
+        &self,
+        phase: FilterPushdownPhase,
+        parent_filters: Vec<Arc<dyn PhysicalExpr>>,
+        config: &ConfigOptions,
+    ) -> Result<FilterDescription> {
+        self.inner
+            .gather_filters_for_pushdown(phase, parent_filters, config)
+    }
+
+    fn handle_child_pushdown_result(
+        &self,
+        phase: FilterPushdownPhase,
+        child_pushdown_result: ChildPushdownResult,
+        config: &ConfigOptions,
+    ) -> Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
+        let FilterPushdownPropagation {
+            filters,
+            updated_node,
+        } = self
+            .inner
+            .handle_child_pushdown_result(phase, child_pushdown_result, config)?;
+        Ok(FilterPushdownPropagation {
+            filters,
+            updated_node: updated_node.map(|n| self.rewrap(n)),
+        })
+    }
+
+    fn with_new_state(&self, state: Arc<dyn Any + Send + Sync>) -> Option<Arc<dyn ExecutionPlan>> {
+        self.inner.with_new_state(state).map(|p| self.rewrap(p))
+    }
+
+    fn try_pushdown_sort(
+        &self,
+        order: &[PhysicalSortExpr],
+    ) -> Result<SortOrderPushdownResult<Arc<dyn ExecutionPlan>>> {
+        Ok(match self.inner.try_pushdown_sort(order)? {
+            SortOrderPushdownResult::Exact { inner } => SortOrderPushdownResult::Exact {
+                inner: self.rewrap(inner),
+            },
+            SortOrderPushdownResult::Inexact { inner } => SortOrderPushdownResult::Inexact {
+                inner: self.rewrap(inner),
+            },
+            SortOrderPushdownResult::Unsupported => SortOrderPushdownResult::Unsupported,
+        })
+    }
+
+    fn with_preserve_order(&self, preserve_order: bool) -> Option<Arc<dyn ExecutionPlan>> {
+        self.inner
+            .with_preserve_order(preserve_order)
+            .map(|p| self.rewrap(p))
+    }
+}
+
+/// The output stream of one task of a profiled operator.
+struct ProfiledStream {
+    inner: SendableRecordBatchStream,
+    task: Arc<OperatorTaskCounters>,
+}
+
+impl Stream for ProfiledStream {
+    type Item = Result<RecordBatch>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        this.task.record_poll();
+        let frame = attribution::enter(&SystemClock, &this.task);
+        let polled = this.inner.poll_next_unpin(cx);
+        drop(frame);
+        if let Poll::Ready(Some(Ok(batch))) = &polled {
+            this.task
+                .record_batch(batch.num_rows(), get_record_batch_memory_size(batch));
+        }
+        polled
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
+    }
+}
+
+impl RecordBatchStream for ProfiledStream {
+    fn schema(&self) -> SchemaRef {
+        self.inner.schema()
+    }
+}

@@ -1,0 +1,31 @@
+//! qprof's DataFusion integration: every operator of a physical plan instrumented,
+//! transparently, and the result turned into a [`qprof_core::profile::QueryProfile`].
+//!
+//! This is the only qprof crate that follows DataFusion's API.
+//!
+//! - [`ProfilingRule`] is a physical optimizer rule, appended last, that wraps each
+//!   operator in a [`ProfiledExec`]. Plans, EXPLAIN output and results are unchanged.
+//! - Each wrapper measures, per task: wall and CPU time inclusive and exclusive of its
+//!   children ([`qprof_core::attribution`]), polls, rows, batches and bytes produced, exact
+//!   peak memory through a per-operator view of the memory pool, and heap allocations.
+//! - DataFusion's own metrics of each operator are kept and renamed through
+//!   per-operator-type tables ([`definitions`]).
+//! - The plan is cut into stages at exchanges; each stage partition is a task.
+//!
+//! [`ProfilingSession`] puts it together.
+#![deny(missing_docs)]
+
+mod collect;
+pub mod definitions;
+mod exec;
+mod memory;
+mod rule;
+mod session;
+mod spawn;
+mod stats;
+
+pub use collect::{QueryInfo, TaskIds, collect_profile};
+pub use exec::ProfiledExec;
+pub use rule::ProfilingRule;
+pub use session::{ProfileError, ProfiledQuery, ProfilingSession, plain_context};
+pub use spawn::install_spawn_attribution;

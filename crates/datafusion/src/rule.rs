@@ -1,0 +1,106 @@
+//! The physical optimizer rule that wraps every operator, and the cut of a plan into stages.
+
+use std::sync::Arc;
+
+use datafusion::common::Result;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::config::ConfigOptions;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
+
+use crate::exec::ProfiledExec;
+use crate::stats::{OperatorStats, PlanState};
+
+/// Wraps every operator of a physical plan in a [`ProfiledExec`].
+///
+/// Append it last (`SessionStateBuilder::with_physical_optimizer_rule`), so it sees the
+/// final plan, after dynamic filters are wired. It is idempotent: a plan that is already
+/// wrapped is returned as it is.
+#[derive(Debug, Default)]
+pub struct ProfilingRule;
+
+impl PhysicalOptimizerRule for ProfilingRule {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if ProfiledExec::of(plan.as_ref()).is_some() {
+            return Ok(plan);
+        }
+        let state = Arc::new(PlanState::default());
+        let mut next_id = 0_usize;
+        let wrapped = plan
+            .transform_down(|node| {
+                if ProfiledExec::of(node.as_ref()).is_some() {
+                    return Ok(Transformed::no(node));
+                }
+                let stats = Arc::new(OperatorStats::new(next_id, Arc::clone(&state)));
+                next_id += 1;
+                Ok(Transformed::yes(
+                    Arc::new(ProfiledExec::new(node, stats)) as Arc<dyn ExecutionPlan>
+                ))
+            })
+            .data()?;
+        assign_stages(&wrapped);
+        Ok(wrapped)
+    }
+
+    fn name(&self) -> &str {
+        "qprof_profiling"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// True for operators whose output partitions are fed by other tasks: the inputs of an
+/// exchange run in other stages.
+pub(crate) fn is_exchange(plan: &dyn ExecutionPlan) -> bool {
+    plan.is::<RepartitionExec>()
+        || plan.is::<CoalescePartitionsExec>()
+        || plan.is::<SortPreservingMergeExec>()
+}
+
+fn partition_count(plan: &dyn ExecutionPlan) -> usize {
+    plan.properties().partitioning.partition_count()
+}
+
+/// Cuts the plan into stages at exchanges and wherever the number of partitions changes,
+/// and records each operator's stage. Stages are numbered so that every stage's inputs
+/// have smaller ids than the stage itself; the root's stage has the largest id.
+fn assign_stages(root: &Arc<dyn ExecutionPlan>) {
+    fn visit(
+        node: &Arc<dyn ExecutionPlan>,
+        current: &mut Vec<Arc<dyn ExecutionPlan>>,
+        finished: &mut Vec<Vec<Arc<dyn ExecutionPlan>>>,
+    ) {
+        current.push(Arc::clone(node));
+        for child in node.children() {
+            let boundary = is_exchange(node.as_ref())
+                || partition_count(child.as_ref()) != partition_count(node.as_ref());
+            if boundary {
+                let mut stage = Vec::new();
+                visit(child, &mut stage, finished);
+                finished.push(stage);
+            } else {
+                visit(child, current, finished);
+            }
+        }
+    }
+    let mut root_stage = Vec::new();
+    let mut stages = Vec::new();
+    visit(root, &mut root_stage, &mut stages);
+    stages.push(root_stage);
+    for (id, stage) in stages.iter().enumerate() {
+        for node in stage {
+            if let Some(p) = ProfiledExec::of(node.as_ref()) {
+                p.stats().set_stage(id as u32);
+            }
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! Sessions that profile every query they run.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::error::DataFusionError;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::runtime_env::RuntimeEnv;
+use datafusion::physical_plan::{ExecutionPlan, collect};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use qprof_core::profile::QueryProfile;
+
+use crate::collect::{QueryInfo, TaskIds, collect_profile};
+use crate::rule::ProfilingRule;
+use crate::spawn::install_spawn_attribution;
+
+/// Errors of running a profiled query.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    /// Planning or execution failed in DataFusion.
+    #[error("{}", one_line(.0))]
+    DataFusion(#[from] DataFusionError),
+}
+
+/// DataFusion errors sometimes span lines (e.g. with backtraces or contexts); qprof
+/// reports them on one.
+fn one_line(err: &DataFusionError) -> String {
+    err.to_string()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A query's result and its profile.
+#[derive(Debug)]
+pub struct ProfiledQuery {
+    /// The result batches.
+    pub batches: Vec<RecordBatch>,
+    /// The executed (wrapped) physical plan.
+    pub plan: Arc<dyn ExecutionPlan>,
+    /// The profile.
+    pub profile: QueryProfile,
+}
+
+/// A DataFusion session whose physical plans are profiled operator by operator.
+///
+/// Results, plans and EXPLAIN output are the same as without qprof; each query run through
+/// [`ProfilingSession::run`] also returns its [`QueryProfile`]. Task ids are unique across
+/// the queries of one session.
+pub struct ProfilingSession {
+    context: SessionContext,
+    task_ids: TaskIds,
+}
+
+impl std::fmt::Debug for ProfilingSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProfilingSession")
+            .field("session_id", &self.context.session_id())
+            .field("task_ids", &self.task_ids)
+            .finish()
+    }
+}
+
+impl ProfilingSession {
+    /// A profiling session with `config` and a default runtime.
+    pub fn new(config: SessionConfig) -> Self {
+        Self::with_runtime(config, Arc::new(RuntimeEnv::default()))
+    }
+
+    /// A profiling session with `config` and `runtime` (memory pool, disk manager, …).
+    pub fn with_runtime(config: SessionConfig, runtime: Arc<RuntimeEnv>) -> Self {
+        install_spawn_attribution();
+        let state = SessionStateBuilder::new()
+            .with_config(config)
+            .with_runtime_env(runtime)
+            .with_default_features()
+            .with_physical_optimizer_rule(Arc::new(ProfilingRule))
+            .build();
+        Self {
+            context: SessionContext::new_with_state(state),
+            task_ids: TaskIds::default(),
+        }
+    }
+
+    /// The underlying DataFusion context, e.g. to register tables.
+    pub fn context(&self) -> &SessionContext {
+        &self.context
+    }
+
+    /// Plans and runs `sql`, returning its result and profile.
+    ///
+    /// # Errors
+    /// Fails if DataFusion cannot plan or execute the statement.
+    pub async fn run(&self, query_id: usize, sql: &str) -> Result<ProfiledQuery, ProfileError> {
+        let start = Instant::now();
+        let frame = self.context.sql(sql).await?;
+        let plan = frame.create_physical_plan().await?;
+        let batches = collect(Arc::clone(&plan), self.context.task_ctx()).await?;
+        let duration = start.elapsed();
+        let rows = batches.iter().map(|b| b.num_rows() as u64).sum();
+        let profile = collect_profile(
+            &plan,
+            QueryInfo {
+                id: query_id,
+                sql: sql.to_string(),
+                rows,
+                duration_nanos: u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX),
+            },
+            &self.task_ids,
+        );
+        Ok(ProfiledQuery {
+            batches,
+            plan,
+            profile,
+        })
+    }
+}
+
+/// A plain DataFusion context with the same configuration as a [`ProfilingSession`] would
+/// have, without instrumentation: the baseline for overhead measurements.
+pub fn plain_context(config: SessionConfig, runtime: Arc<RuntimeEnv>) -> SessionContext {
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_runtime_env(runtime)
+        .with_default_features()
+        .build();
+    SessionContext::new_with_state(state)
+}

@@ -1,0 +1,93 @@
+//! Per-operator state shared by a wrapper, its streams and its memory-pool views.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use qprof_core::counters::{MemoryTracker, OperatorTaskCounters};
+
+/// Marks an operator whose stage has not been assigned.
+const NO_STAGE: u32 = u32::MAX;
+
+/// State shared by all operators of one planned query.
+#[derive(Debug, Default)]
+pub(crate) struct PlanState {
+    /// Memory of each (stage, partition): the exact peak of a task across its operators.
+    stage_tasks: Mutex<HashMap<(u32, usize), Arc<MemoryTracker>>>,
+}
+
+impl PlanState {
+    /// The memory tracker of task `partition` of `stage`, created on first use.
+    pub(crate) fn stage_task_memory(&self, stage: u32, partition: usize) -> Arc<MemoryTracker> {
+        let mut tasks = self
+            .stage_tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(tasks.entry((stage, partition)).or_default())
+    }
+
+    /// Peak memory of task `partition` of `stage`, 0 if it reserved nothing.
+    pub(crate) fn stage_task_peak(&self, stage: u32, partition: usize) -> u64 {
+        let tasks = self
+            .stage_tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        tasks.get(&(stage, partition)).map_or(0, |t| t.peak())
+    }
+}
+
+/// Everything measured about one operator, across its tasks.
+#[derive(Debug)]
+pub(crate) struct OperatorStats {
+    /// Pre-order id of the operator in its plan.
+    pub(crate) node_id: usize,
+    stage: AtomicU32,
+    /// Per-partition counters, created when a partition is executed.
+    tasks: Mutex<Vec<Option<Arc<OperatorTaskCounters>>>>,
+    /// Memory of the operator as a whole: the exact operator peak.
+    pub(crate) memory: MemoryTracker,
+    pub(crate) plan: Arc<PlanState>,
+}
+
+impl OperatorStats {
+    pub(crate) fn new(node_id: usize, plan: Arc<PlanState>) -> Self {
+        Self {
+            node_id,
+            stage: AtomicU32::new(NO_STAGE),
+            tasks: Mutex::new(Vec::new()),
+            memory: MemoryTracker::default(),
+            plan,
+        }
+    }
+
+    pub(crate) fn set_stage(&self, stage: u32) {
+        self.stage.store(stage, Ordering::Relaxed);
+    }
+
+    /// The stage the operator belongs to, once assigned.
+    pub(crate) fn stage(&self) -> Option<u32> {
+        match self.stage.load(Ordering::Relaxed) {
+            NO_STAGE => None,
+            s => Some(s),
+        }
+    }
+
+    /// The counters of `partition`, created on first use.
+    pub(crate) fn task(&self, partition: usize) -> Arc<OperatorTaskCounters> {
+        let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+        if tasks.len() <= partition {
+            tasks.resize(partition + 1, None);
+        }
+        Arc::clone(tasks[partition].get_or_insert_with(Default::default))
+    }
+
+    /// Counters of every executed partition, by partition number.
+    pub(crate) fn executed_tasks(&self) -> Vec<(usize, Arc<OperatorTaskCounters>)> {
+        let tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+        tasks
+            .iter()
+            .enumerate()
+            .filter_map(|(p, t)| t.as_ref().map(|t| (p, Arc::clone(t))))
+            .collect()
+    }
+}
