@@ -64,6 +64,8 @@ thread_local! {
 #[must_use = "the frame closes when the guard is dropped"]
 pub struct FrameGuard<'c, C: ClockSource> {
     clock: &'c C,
+    /// Position of this guard's frame on the stack; `usize::MAX` if none was pushed.
+    depth: usize,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -79,31 +81,37 @@ pub fn enter<'c, C: ClockSource>(
     clock: &'c C,
     target: &Arc<OperatorTaskCounters>,
 ) -> FrameGuard<'c, C> {
-    let _ = FRAMES.try_with(|cell| {
-        let mut state = cell.borrow_mut();
-        let now = clock.now_ticks();
-        let allocations = clock.thread_allocations();
-        match state.frames.last_mut() {
-            Some(parent) => {
-                parent.self_ticks += now.saturating_sub(parent.segment_start);
-                parent.self_allocations += allocations.saturating_sub(parent.allocation_mark);
+    let depth = FRAMES
+        .try_with(|cell| {
+            let Ok(mut state) = cell.try_borrow_mut() else {
+                return usize::MAX;
+            };
+            let now = clock.now_ticks();
+            let allocations = clock.thread_allocations();
+            match state.frames.last_mut() {
+                Some(parent) => {
+                    parent.self_ticks += now.saturating_sub(parent.segment_start);
+                    parent.self_allocations += allocations.saturating_sub(parent.allocation_mark);
+                }
+                None => {
+                    state.outer_start_cpu = clock.thread_cpu_nanos();
+                    state.outer_start_ticks = now;
+                }
             }
-            None => {
-                state.outer_start_cpu = clock.thread_cpu_nanos();
-                state.outer_start_ticks = now;
-            }
-        }
-        state.frames.push(Frame {
-            target: Arc::clone(target),
-            enter_ticks: now,
-            segment_start: now,
-            self_ticks: 0,
-            allocation_mark: allocations,
-            self_allocations: 0,
-        });
-    });
+            state.frames.push(Frame {
+                target: Arc::clone(target),
+                enter_ticks: now,
+                segment_start: now,
+                self_ticks: 0,
+                allocation_mark: allocations,
+                self_allocations: 0,
+            });
+            state.frames.len() - 1
+        })
+        .unwrap_or(usize::MAX);
     FrameGuard {
         clock,
+        depth,
         _not_send: PhantomData,
     }
 }
@@ -114,7 +122,10 @@ pub fn enter<'c, C: ClockSource>(
 /// attributed to the operator that spawned it by opening a frame for this target.
 pub fn current() -> Option<Arc<OperatorTaskCounters>> {
     FRAMES
-        .try_with(|cell| cell.borrow().frames.last().map(|f| Arc::clone(&f.target)))
+        .try_with(|cell| {
+            let state = cell.try_borrow().ok()?;
+            state.frames.last().map(|f| Arc::clone(&f.target))
+        })
         .ok()
         .flatten()
 }
@@ -123,8 +134,16 @@ impl<C: ClockSource> Drop for FrameGuard<'_, C> {
     #[inline]
     fn drop(&mut self) {
         let clock = self.clock;
+        let depth = self.depth;
         let _ = FRAMES.try_with(|cell| {
-            let mut state = cell.borrow_mut();
+            let Ok(mut state) = cell.try_borrow_mut() else {
+                return;
+            };
+            if depth == usize::MAX || state.frames.len() <= depth {
+                return;
+            }
+            // frames above ours belong to guards that were leaked: discard them
+            state.frames.truncate(depth + 1);
             let Some(frame) = state.frames.pop() else {
                 return;
             };
@@ -182,8 +201,10 @@ fn publish<C: ClockSource>(clock: &C, pending: &mut Vec<Pending>, cpu: u64, oute
         let t = &p.target;
         t.self_wall_nanos
             .fetch_add(clock.ticks_to_nanos(p.self_ticks), Ordering::Relaxed);
-        t.wall_nanos
-            .fetch_add(clock.ticks_to_nanos(p.inclusive_ticks), Ordering::Relaxed);
+        t.wall_nanos.fetch_add(
+            clock.ticks_to_nanos(p.inclusive_ticks.min(outer_ticks)),
+            Ordering::Relaxed,
+        );
         t.self_cpu_nanos
             .fetch_add(share(p.self_ticks), Ordering::Relaxed);
         t.cpu_nanos
@@ -277,6 +298,19 @@ mod tests {
         }
         assert_eq!(node.snapshot().cpu_nanos, 30);
         assert_eq!(node.snapshot().wall_nanos, 30);
+    }
+
+    #[test]
+    fn a_leaked_guard_does_not_corrupt_the_stack() {
+        let clock = ManualClock::new();
+        let (a, b) = (counters(), counters());
+        {
+            let _fa = enter(&clock, &a);
+            std::mem::forget(enter(&clock, &b));
+            clock.advance(10, 10);
+        }
+        assert!(current().is_none(), "the leaked frame stayed on the stack");
+        assert_eq!(a.snapshot().cpu_nanos, 10);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Live counters: cheap atomic handles written while a query runs, read as snapshots.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 /// Tracks bytes currently reserved and their high-water mark.
@@ -45,10 +46,17 @@ impl MemoryTracker {
 /// The live counters of one operator in one task (one partition of one plan node).
 ///
 /// Written by the operator's stream and by [`crate::attribution`] from whichever thread
-/// runs the task; each task has its own instance, so the atomics are uncontended.
+/// runs the task; each task has its own instance, so the atomics are rarely contended.
 /// `Relaxed` ordering suffices: counters are independent and read only for reporting.
+///
+/// Memory reserved through [`OperatorTaskCounters::reserve`] is also counted in *roll-up*
+/// trackers (e.g. the whole operator, the whole task of a stage), so their peaks are exact
+/// peaks of the sums, not sums of peaks. Work the task spawns onto other tasks can be
+/// attributed to a separate *spawn target*.
 #[derive(Debug, Default)]
 pub struct OperatorTaskCounters {
+    memory_rollups: Vec<Arc<MemoryTracker>>,
+    spawn_target: Option<Arc<OperatorTaskCounters>>,
     pub(crate) wall_nanos: AtomicU64,
     pub(crate) self_wall_nanos: AtomicU64,
     pub(crate) cpu_nanos: AtomicU64,
@@ -65,6 +73,42 @@ impl OperatorTaskCounters {
     /// Fresh counters at zero.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Fresh counters whose reservations also count in `memory_rollups`, and whose spawned
+    /// work is attributed to `spawn_target` (to themselves if `None`).
+    pub fn with_links(
+        memory_rollups: Vec<Arc<MemoryTracker>>,
+        spawn_target: Option<Arc<OperatorTaskCounters>>,
+    ) -> Self {
+        Self {
+            memory_rollups,
+            spawn_target,
+            ..Self::default()
+        }
+    }
+
+    /// Where work spawned by this task is attributed.
+    pub fn spawn_target(self: &Arc<Self>) -> Arc<OperatorTaskCounters> {
+        Arc::clone(self.spawn_target.as_ref().unwrap_or(self))
+    }
+
+    /// Records `bytes` more reserved from the memory pool by this task.
+    #[inline]
+    pub fn reserve(&self, bytes: usize) {
+        self.memory.grow(bytes);
+        for r in &self.memory_rollups {
+            r.grow(bytes);
+        }
+    }
+
+    /// Records `bytes` returned to the memory pool by this task.
+    #[inline]
+    pub fn release(&self, bytes: usize) {
+        self.memory.shrink(bytes);
+        for r in &self.memory_rollups {
+            r.shrink(bytes);
+        }
     }
 
     /// Counts one poll of the operator's output stream.
@@ -133,6 +177,34 @@ pub struct OperatorTaskSnapshot {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn reservations_roll_up() {
+        let operator = Arc::new(MemoryTracker::default());
+        let a = OperatorTaskCounters::with_links(vec![Arc::clone(&operator)], None);
+        let b = OperatorTaskCounters::with_links(vec![Arc::clone(&operator)], None);
+        a.reserve(100);
+        b.reserve(50);
+        a.release(100);
+        b.reserve(20);
+        assert_eq!(a.snapshot().peak_memory_bytes, 100);
+        assert_eq!(b.snapshot().peak_memory_bytes, 70);
+        // the operator's peak is the peak of the sum (150), not the sum of peaks (170)
+        assert_eq!(operator.peak(), 150);
+        assert_eq!(operator.current(), 70);
+    }
+
+    #[test]
+    fn spawn_target_defaults_to_self() {
+        let spawned = Arc::new(OperatorTaskCounters::new());
+        let plain = Arc::new(OperatorTaskCounters::new());
+        let linked = Arc::new(OperatorTaskCounters::with_links(
+            vec![],
+            Some(Arc::clone(&spawned)),
+        ));
+        assert!(Arc::ptr_eq(&plain.spawn_target(), &plain));
+        assert!(Arc::ptr_eq(&linked.spawn_target(), &spawned));
+    }
 
     #[test]
     fn batches_accumulate() {

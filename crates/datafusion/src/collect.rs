@@ -43,6 +43,8 @@ pub struct QueryInfo {
 struct OperatorReading {
     stage: Option<u32>,
     tasks: Vec<(usize, OperatorTaskSnapshot)>,
+    /// Work on tasks the operator spawned, if there was any.
+    spawned: Option<OperatorTaskSnapshot>,
     peak: u64,
 }
 
@@ -56,6 +58,8 @@ impl OperatorReading {
                 .into_iter()
                 .map(|(p, c)| (p, c.snapshot()))
                 .collect(),
+            spawned: Some(exec.stats().spawned.snapshot())
+                .filter(|s| *s != OperatorTaskSnapshot::default()),
             peak: exec.stats().memory.peak(),
         }
     }
@@ -211,10 +215,13 @@ fn build_node(
 
 /// The base metrics every wrapped operator has, one value per task.
 fn base_metrics(reading: &OperatorReading, label: &str, tasks: &TaskMap) -> Vec<NodeMetric> {
+    // spawned work belongs to no output task: it is reported without one, as Spark
+    // reports driver-side values
     let snapshots: Vec<(Option<TaskRef>, &OperatorTaskSnapshot)> = reading
         .tasks
         .iter()
         .map(|(p, s)| (tasks.get(reading.stage, *p), s))
+        .chain(reading.spawned.iter().map(|s| (None, s)))
         .collect();
     let series = |name: &str, kind: MetricKind, read: fn(&OperatorTaskSnapshot) -> u64| {
         let values = snapshots

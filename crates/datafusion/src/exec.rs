@@ -8,6 +8,7 @@
 
 use std::any::Any;
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -15,7 +16,6 @@ use std::task::{Context, Poll};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::utils::memory::get_record_batch_memory_size;
 use datafusion::common::{Result, Statistics};
 use datafusion::config::ConfigOptions;
 use datafusion::execution::{RecordBatchStream, SendableRecordBatchStream, TaskContext};
@@ -37,7 +37,6 @@ use qprof_core::attribution;
 use qprof_core::clock::SystemClock;
 use qprof_core::counters::OperatorTaskCounters;
 
-use crate::memory;
 use crate::stats::OperatorStats;
 
 /// Wraps one operator of a plan and records its work per task.
@@ -203,13 +202,16 @@ impl ExecutionPlan for ProfiledExec {
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let task = self.stats.task(partition);
-        let context = memory::context_for(&context, &self.stats, &task, partition);
         let inner = {
-            // operators may spawn their input tasks here; the frame attributes them to us
+            // operators register memory consumers and spawn input tasks here: the frame
+            // attributes both to this task
             let _frame = attribution::enter(&SystemClock, &task);
             self.inner.execute(partition, context)?
         };
-        Ok(Box::pin(ProfiledStream { inner, task }))
+        Ok(Box::pin(ProfiledStream {
+            inner: ManuallyDrop::new(inner),
+            task,
+        }))
     }
 
     /// The inner operator's metrics, unchanged: qprof's own metrics are read from the
@@ -317,8 +319,17 @@ impl ExecutionPlan for ProfiledExec {
 
 /// The output stream of one task of a profiled operator.
 struct ProfiledStream {
-    inner: SendableRecordBatchStream,
+    /// Dropped in `Drop`, inside a frame: tearing down an operator is its own work.
+    inner: ManuallyDrop<SendableRecordBatchStream>,
     task: Arc<OperatorTaskCounters>,
+}
+
+impl Drop for ProfiledStream {
+    fn drop(&mut self) {
+        let _frame = attribution::enter(&SystemClock, &self.task);
+        // SAFETY: `inner` is dropped exactly once, here, and never used afterwards.
+        unsafe { ManuallyDrop::drop(&mut self.inner) };
+    }
 }
 
 impl Stream for ProfiledStream {
@@ -331,8 +342,9 @@ impl Stream for ProfiledStream {
         let polled = this.inner.poll_next_unpin(cx);
         drop(frame);
         if let Poll::Ready(Some(Ok(batch))) = &polled {
+            // Arrow's buffer sizes: no allocation, unlike DataFusion's de-duplicating count
             this.task
-                .record_batch(batch.num_rows(), get_record_batch_memory_size(batch));
+                .record_batch(batch.num_rows(), batch.get_array_memory_size());
         }
         polled
     }

@@ -12,6 +12,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use qprof_core::profile::QueryProfile;
 
 use crate::collect::{QueryInfo, TaskIds, collect_profile};
+use crate::memory::AttributingPool;
 use crate::rule::ProfilingRule;
 use crate::spawn::install_spawn_attribution;
 
@@ -73,6 +74,10 @@ impl ProfilingSession {
     /// A profiling session with `config` and `runtime` (memory pool, disk manager, …).
     pub fn with_runtime(config: SessionConfig, runtime: Arc<RuntimeEnv>) -> Self {
         install_spawn_attribution();
+        let runtime = Arc::new(RuntimeEnv {
+            memory_pool: Arc::new(AttributingPool::new(Arc::clone(&runtime.memory_pool))),
+            ..RuntimeEnv::clone(&runtime)
+        });
         let state = SessionStateBuilder::new()
             .with_config(config)
             .with_runtime_env(runtime)

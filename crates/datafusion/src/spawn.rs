@@ -31,7 +31,10 @@ impl JoinSetTracer for SpawnAttribution {
         fut: BoxFuture<'static, Box<dyn Any + Send>>,
     ) -> BoxFuture<'static, Box<dyn Any + Send>> {
         match attribution::current() {
-            Some(target) => Box::pin(AttributedFuture { inner: fut, target }),
+            Some(task) => Box::pin(AttributedFuture {
+                inner: fut,
+                target: task.spawn_target(),
+            }),
             None => fut,
         }
     }
@@ -40,7 +43,7 @@ impl JoinSetTracer for SpawnAttribution {
         &self,
         f: Box<dyn FnOnce() -> Box<dyn Any + Send> + Send>,
     ) -> Box<dyn FnOnce() -> Box<dyn Any + Send> + Send> {
-        match attribution::current() {
+        match attribution::current().map(|task| task.spawn_target()) {
             Some(target) => Box::new(move || {
                 let _frame = attribution::enter(&SystemClock, &target);
                 f()

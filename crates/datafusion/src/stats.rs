@@ -44,18 +44,26 @@ pub(crate) struct OperatorStats {
     stage: AtomicU32,
     /// Per-partition counters, created when a partition is executed.
     tasks: Mutex<Vec<Option<Arc<OperatorTaskCounters>>>>,
+    /// Work the operator runs on tasks it spawned (e.g. a repartition's input side),
+    /// which belongs to none of its output partitions.
+    pub(crate) spawned: Arc<OperatorTaskCounters>,
     /// Memory of the operator as a whole: the exact operator peak.
-    pub(crate) memory: MemoryTracker,
+    pub(crate) memory: Arc<MemoryTracker>,
     pub(crate) plan: Arc<PlanState>,
 }
 
 impl OperatorStats {
     pub(crate) fn new(node_id: usize, plan: Arc<PlanState>) -> Self {
+        let memory = Arc::new(MemoryTracker::default());
         Self {
             node_id,
             stage: AtomicU32::new(NO_STAGE),
             tasks: Mutex::new(Vec::new()),
-            memory: MemoryTracker::default(),
+            spawned: Arc::new(OperatorTaskCounters::with_links(
+                vec![Arc::clone(&memory)],
+                None,
+            )),
+            memory,
             plan,
         }
     }
@@ -78,7 +86,16 @@ impl OperatorStats {
         if tasks.len() <= partition {
             tasks.resize(partition + 1, None);
         }
-        Arc::clone(tasks[partition].get_or_insert_with(Default::default))
+        Arc::clone(tasks[partition].get_or_insert_with(|| {
+            let mut rollups = vec![Arc::clone(&self.memory)];
+            if let Some(stage) = self.stage() {
+                rollups.push(self.plan.stage_task_memory(stage, partition));
+            }
+            Arc::new(OperatorTaskCounters::with_links(
+                rollups,
+                Some(Arc::clone(&self.spawned)),
+            ))
+        }))
     }
 
     /// Counters of every executed partition, by partition number.

@@ -25,7 +25,9 @@ static ALLOCATOR: CountingAllocator = CountingAllocator::system();
 async fn tpch_dir() -> &'static qprof_tpch::DatasetPaths {
     static DATA: OnceCell<qprof_tpch::DatasetPaths> = OnceCell::const_new();
     DATA.get_or_init(|| async {
-        let dir: PathBuf = std::env::temp_dir().join("qprof-test-tpch-sf0.01");
+        let dir: PathBuf = std::env::temp_dir()
+            .join(format!("qprof-test-tpch-{}", std::process::id()))
+            .join("sf0.01");
         let sf: qprof_tpch::ScaleFactor = "0.01".parse().unwrap();
         tokio::task::spawn_blocking(move || qprof_tpch::generate(sf, &dir, &mut |_| {}))
             .await
@@ -115,10 +117,29 @@ fn check_profile(q: usize, p: &QueryProfile) -> i64 {
     let mut self_cpu = 0;
     for node in p.plan.iter() {
         for name in names::BASE {
-            let m = node
-                .metric(name)
-                .unwrap_or_else(|| panic!("q{q}: #{} {} lacks {name}", node.id, node.name));
-            assert!(m.value >= 0, "q{q}: #{} {name} negative", node.id);
+            assert!(
+                node.metric(name).is_some(),
+                "q{q}: #{} {} lacks {name}",
+                node.id,
+                node.name
+            );
+        }
+        // every operator that was polled was timed; one never polled (e.g. the probe side
+        // of a join whose build side came out empty) produced nothing
+        if value(node, "numPolls") > 0 {
+            assert!(
+                value(node, names::SELF_WALL_NANOS) > 0,
+                "q{q}: #{} {} has no self time",
+                node.id,
+                node.name
+            );
+        } else {
+            assert_eq!(
+                value(node, names::OUTPUT_ROWS),
+                0,
+                "q{q}: #{} rows unpolled",
+                node.id
+            );
         }
         assert!(
             value(node, names::SELF_CPU_NANOS) <= value(node, names::CPU_NANOS),
@@ -127,14 +148,9 @@ fn check_profile(q: usize, p: &QueryProfile) -> i64 {
             node.name
         );
         assert!(value(node, names::SELF_WALL_NANOS) <= value(node, names::WALL_NANOS));
-        assert_eq!(
-            value(node, names::CPU_COUNT),
-            value(node, names::OUTPUT_VECTORS)
-        );
         self_cpu += value(node, names::SELF_CPU_NANOS);
         check_consumption(q, node);
     }
-    // every operator ran and was timed
     assert!(self_cpu > 0, "q{q}: no CPU recorded");
     self_cpu
 }
@@ -214,11 +230,13 @@ fn check_stages(q: usize, p: &QueryProfile) {
             .filter(|n| stage.node_ids.contains(&n.id))
             .map(|n| value(n, names::SELF_CPU_NANOS))
             .sum();
-        assert_eq!(
-            cpu, nodes_cpu,
-            "q{q}: stage {} task cpu != its operators' cpu",
+        // operators' work on tasks they spawned belongs to no task of the stage
+        assert!(
+            cpu <= nodes_cpu,
+            "q{q}: stage {} task cpu {cpu} > its operators' cpu {nodes_cpu}",
             stage.id
         );
+        assert!(cpu > 0, "q{q}: stage {} recorded no cpu", stage.id);
     }
     assert_eq!(covered, all, "q{q}: stages do not cover the plan");
     // the root's stage is last: inputs come first
@@ -297,4 +315,21 @@ async fn allocations_are_counted_where_they_happen() {
         .map(|n| value(n, names::NUM_MEMORY_ALLOCATIONS))
         .sum();
     assert!(total > 0, "no allocations counted");
+    // allocations land where batches are built, not all on the operator that drives them
+    let of = |pred: &dyn Fn(&ProfileNode) -> bool| {
+        run.profile
+            .plan
+            .iter()
+            .filter(|n| pred(n))
+            .map(|n| value(n, names::NUM_MEMORY_ALLOCATIONS))
+            .sum::<i64>()
+    };
+    let concat = of(&|n| n.name == "ProjectionExec" && n.display.contains("concat"));
+    let source = of(&|n| n.children.is_empty());
+    assert!(concat > 0, "the concat projection allocated nothing");
+    assert!(source > 0, "the series generator allocated nothing");
+    assert!(
+        value(&run.profile.plan, names::NUM_MEMORY_ALLOCATIONS) < total,
+        "all allocations were charged to the root"
+    );
 }
