@@ -7,25 +7,39 @@ use anyhow::{Context, Result};
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::prelude::SessionContext;
 use qprof_core::alloc;
+use qprof_core::clock::process_cpu_nanos;
 use qprof_datafusion::{ProfilingSession, plain_context};
 
 use crate::cli::{OverheadArgs, QueryList, data_dir};
 use crate::run::{median, millis, prepare_tpch, session_config};
 
-async fn time_plain(ctx: &SessionContext, sql: &str) -> Result<Duration> {
-    alloc::set_counting(false);
-    let start = Instant::now();
-    let result = ctx.sql(sql).await?.collect().await;
-    let elapsed = start.elapsed();
-    alloc::set_counting(true);
-    result?;
-    Ok(elapsed)
+/// Wall time and process CPU time of one query run.
+#[derive(Debug, Clone, Copy, Default)]
+struct Cost {
+    wall: Duration,
+    cpu: Duration,
 }
 
-async fn time_profiled(session: &ProfilingSession, q: usize, sql: &str) -> Result<Duration> {
-    let start = Instant::now();
+async fn time_plain(ctx: &SessionContext, sql: &str) -> Result<Cost> {
+    alloc::set_counting(false);
+    let (start, cpu) = (Instant::now(), process_cpu_nanos());
+    let result = ctx.sql(sql).await?.collect().await;
+    let cost = Cost {
+        wall: start.elapsed(),
+        cpu: Duration::from_nanos(process_cpu_nanos().saturating_sub(cpu)),
+    };
+    alloc::set_counting(true);
+    result?;
+    Ok(cost)
+}
+
+async fn time_profiled(session: &ProfilingSession, q: usize, sql: &str) -> Result<Cost> {
+    let (start, cpu) = (Instant::now(), process_cpu_nanos());
     session.run(q, sql).await?;
-    Ok(start.elapsed())
+    Ok(Cost {
+        wall: start.elapsed(),
+        cpu: Duration::from_nanos(process_cpu_nanos().saturating_sub(cpu)),
+    })
 }
 
 pub async fn overhead(args: OverheadArgs) -> Result<()> {
@@ -49,7 +63,7 @@ pub async fn overhead(args: OverheadArgs) -> Result<()> {
         time_profiled(&profiled, q, sql).await?;
     }
     let rounds = args.rounds as usize;
-    let mut plain_times = vec![vec![Duration::ZERO; rounds]; queries.len()];
+    let mut plain_times = vec![vec![Cost::default(); rounds]; queries.len()];
     let mut profiled_times = plain_times.clone();
     for round in 0..rounds {
         for (i, (&q, sql)) in queries.iter().zip(&sqls).enumerate() {
@@ -65,44 +79,51 @@ pub async fn overhead(args: OverheadArgs) -> Result<()> {
         eprintln!("round {}/{} done", round + 1, rounds);
     }
     println!(
-        "qprof overhead, TPC-H SF {}, {} rounds, medians (ratio = median over rounds of qprof/plain)",
+        "qprof overhead, TPC-H SF {}, {} rounds: medians; ratios are medians over rounds of qprof/plain",
         args.tpch, rounds
     );
     println!(
-        "{:>6} {:>12} {:>12} {:>8}",
-        "query", "plain ms", "qprof ms", "ratio"
+        "{:>6} {:>10} {:>10} {:>8} {:>11} {:>11} {:>8}",
+        "query", "plain ms", "qprof ms", "ratio", "plain cpu", "qprof cpu", "cpu"
     );
-    for (i, q) in queries.iter().enumerate() {
-        let mut p: Vec<f64> = plain_times[i].iter().map(|d| millis(*d)).collect();
-        let mut f: Vec<f64> = profiled_times[i].iter().map(|d| millis(*d)).collect();
-        let mut ratios: Vec<f64> = (0..rounds)
-            .map(|r| millis(profiled_times[i][r]) / millis(plain_times[i][r]).max(1e-9))
-            .collect();
+    let wall = |c: &Cost| millis(c.wall);
+    let cpu = |c: &Cost| millis(c.cpu);
+    let row = |label: String, plain: Vec<Cost>, profiled: Vec<Cost>| -> f64 {
+        let med = |costs: &[Cost], f: &dyn Fn(&Cost) -> f64| {
+            median(&mut costs.iter().map(f).collect::<Vec<_>>())
+        };
+        let ratio = |f: &dyn Fn(&Cost) -> f64| {
+            let mut r: Vec<f64> = plain
+                .iter()
+                .zip(&profiled)
+                .map(|(p, q)| f(q) / f(p).max(1e-9))
+                .collect();
+            median(&mut r)
+        };
+        let wall_ratio = ratio(&wall);
         println!(
-            "{:>6} {:>12.1} {:>12.1} {:>8.3}",
-            format!("q{q}"),
-            median(&mut p),
-            median(&mut f),
-            median(&mut ratios)
+            "{label:>6} {:>10.1} {:>10.1} {:>8.3} {:>11.1} {:>11.1} {:>8.3}",
+            med(&plain, &wall),
+            med(&profiled, &wall),
+            wall_ratio,
+            med(&plain, &cpu),
+            med(&profiled, &cpu),
+            ratio(&cpu)
         );
+        wall_ratio
+    };
+    for (i, q) in queries.iter().enumerate() {
+        row(format!("q{q}"), plain_times[i].clone(), profiled_times[i].clone());
     }
-    let round_total =
-        |times: &Vec<Vec<Duration>>, r: usize| -> f64 { times.iter().map(|t| millis(t[r])).sum() };
-    let mut total_plain: Vec<f64> = (0..rounds).map(|r| round_total(&plain_times, r)).collect();
-    let mut total_profiled: Vec<f64> = (0..rounds)
-        .map(|r| round_total(&profiled_times, r))
-        .collect();
-    let mut total_ratios: Vec<f64> = (0..rounds)
-        .map(|r| round_total(&profiled_times, r) / round_total(&plain_times, r).max(1e-9))
-        .collect();
-    let ratio = median(&mut total_ratios);
-    println!(
-        "{:>6} {:>12.1} {:>12.1} {:>8.3}",
-        "total",
-        median(&mut total_plain),
-        median(&mut total_profiled),
-        ratio
-    );
+    let totals = |times: &Vec<Vec<Cost>>| -> Vec<Cost> {
+        (0..rounds)
+            .map(|r| Cost {
+                wall: times.iter().map(|t| t[r].wall).sum(),
+                cpu: times.iter().map(|t| t[r].cpu).sum(),
+            })
+            .collect()
+    };
+    let ratio = row("total".to_string(), totals(&plain_times), totals(&profiled_times));
     println!("overhead ratio: {ratio:.3}");
     Ok(())
 }
