@@ -113,7 +113,11 @@ pub async fn overhead(args: OverheadArgs) -> Result<()> {
         wall_ratio
     };
     for (i, q) in queries.iter().enumerate() {
-        row(format!("q{q}"), plain_times[i].clone(), profiled_times[i].clone());
+        row(
+            format!("q{q}"),
+            plain_times[i].clone(),
+            profiled_times[i].clone(),
+        );
     }
     let totals = |times: &Vec<Vec<Cost>>| -> Vec<Cost> {
         (0..rounds)
@@ -123,7 +127,11 @@ pub async fn overhead(args: OverheadArgs) -> Result<()> {
             })
             .collect()
     };
-    let ratio = row("total".to_string(), totals(&plain_times), totals(&profiled_times));
+    let ratio = row(
+        "total".to_string(),
+        totals(&plain_times),
+        totals(&profiled_times),
+    );
     println!("overhead ratio: {ratio:.3}");
     Ok(())
 }

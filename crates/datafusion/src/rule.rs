@@ -70,7 +70,8 @@ fn partition_count(plan: &dyn ExecutionPlan) -> usize {
     plan.properties().partitioning.partition_count()
 }
 
-/// Cuts the plan into stages at exchanges and wherever the number of partitions changes,
+/// Cuts the plan into stages at exchanges over several partitions and wherever the number
+/// of partitions changes,
 /// and records each operator's stage. Stages are numbered so that every stage's inputs
 /// have smaller ids than the stage itself; the root's stage has the largest id.
 fn assign_stages(root: &Arc<dyn ExecutionPlan>) {
@@ -81,8 +82,10 @@ fn assign_stages(root: &Arc<dyn ExecutionPlan>) {
     ) {
         current.push(Arc::clone(node));
         for child in node.children() {
-            let boundary = is_exchange(node.as_ref())
-                || partition_count(child.as_ref()) != partition_count(node.as_ref());
+            // an exchange over a single input partition runs its input inline: no cut
+            let child_partitions = partition_count(child.as_ref());
+            let boundary = child_partitions != partition_count(node.as_ref())
+                || (is_exchange(node.as_ref()) && child_partitions > 1);
             if boundary {
                 let mut stage = Vec::new();
                 visit(child, &mut stage, finished);
