@@ -188,16 +188,7 @@ pub fn spark_string(kind: MetricKind, values: &[TaskValue]) -> String {
             format::average(agg.max)
         ),
         _ if agg.count <= 1 => kind.format_value(agg.max),
-        _ if kind == MetricKind::NsTiming => {
-            // Spark sums nanoseconds and converts each figure to milliseconds on its own
-            format!(
-                "total (min, med, max (stageId: taskId))\n{} ({}, {}, {} {task_info})",
-                format::nanos(agg.total),
-                format::nanos(agg.min),
-                format::nanos(agg.median),
-                format::nanos(agg.max)
-            )
-        }
+        // nsTiming: Spark sums nanoseconds, then converts each figure to milliseconds
         _ => format!(
             "total (min, med, max (stageId: taskId))\n{} ({}, {}, {} {task_info})",
             kind.format_value(agg.total),

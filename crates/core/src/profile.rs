@@ -297,12 +297,14 @@ impl QueryProfile {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "query {}: {} rows in {}, operator cpu {}, {} stages",
+            "query {}: {} row{} in {}, operator cpu {}, {} stage{}",
             self.id,
             format::integer(self.rows as i64),
+            if self.rows == 1 { "" } else { "s" },
             format::human_nanos(self.duration_nanos),
             format::human_nanos(total_self_cpu.max(0) as u64),
-            self.stages.len()
+            self.stages.len(),
+            if self.stages.len() == 1 { "" } else { "s" },
         );
         render_node(&self.plan, 0, total_self_cpu, &mut out);
         if top > 0 {

@@ -54,6 +54,7 @@ pub struct ProfiledQuery {
 pub struct ProfilingSession {
     context: SessionContext,
     task_ids: TaskIds,
+    spawned_work_attributed: bool,
 }
 
 impl std::fmt::Debug for ProfilingSession {
@@ -73,7 +74,7 @@ impl ProfilingSession {
 
     /// A profiling session with `config` and `runtime` (memory pool, disk manager, …).
     pub fn with_runtime(config: SessionConfig, runtime: Arc<RuntimeEnv>) -> Self {
-        install_spawn_attribution();
+        let spawned_work_attributed = install_spawn_attribution();
         let runtime = Arc::new(RuntimeEnv {
             memory_pool: Arc::new(AttributingPool::new(Arc::clone(&runtime.memory_pool))),
             ..RuntimeEnv::clone(&runtime)
@@ -87,7 +88,15 @@ impl ProfilingSession {
         Self {
             context: SessionContext::new_with_state(state),
             task_ids: TaskIds::default(),
+            spawned_work_attributed,
         }
+    }
+
+    /// Whether work that operators run on spawned tasks is attributed to them. It is not
+    /// when another `JoinSetTracer` was installed in the process first; that work is then
+    /// missing from the profile (never counted twice).
+    pub fn attributes_spawned_work(&self) -> bool {
+        self.spawned_work_attributed
     }
 
     /// The underlying DataFusion context, e.g. to register tables.
@@ -106,7 +115,7 @@ impl ProfilingSession {
         let batches = collect(Arc::clone(&plan), self.context.task_ctx()).await?;
         let duration = start.elapsed();
         let rows = batches.iter().map(|b| b.num_rows() as u64).sum();
-        let profile = collect_profile(
+        let mut profile = collect_profile(
             &plan,
             QueryInfo {
                 id: query_id,
@@ -116,6 +125,13 @@ impl ProfilingSession {
             },
             &self.task_ids,
         );
+        if !self.spawned_work_attributed {
+            profile.plan.info.push((
+                "warning".to_string(),
+                "work on spawned tasks is not attributed: another JoinSetTracer is installed"
+                    .to_string(),
+            ));
+        }
         Ok(ProfiledQuery {
             batches,
             plan,

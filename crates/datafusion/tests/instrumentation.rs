@@ -183,15 +183,38 @@ fn check_consumption(q: usize, node: &ProfileNode) {
     }
 }
 
-/// DataFusion counts each operator's output rows itself; qprof's count must agree.
+/// DataFusion counts each operator's output rows and bytes itself: qprof's rows must
+/// agree, and its bytes (Arrow's buffer sizes, which also count each array's own struct)
+/// cannot be fewer than DataFusion's de-duplicated buffer bytes.
 fn check_against_native_rows(q: usize, plan: &Arc<dyn ExecutionPlan>, node: &ProfileNode) {
-    if let Some(native) = plan.metrics().and_then(|m| m.output_rows()) {
-        assert_eq!(
-            value(node, names::OUTPUT_ROWS),
-            native as i64,
-            "q{q}: #{} {} output rows differ from DataFusion's",
+    if let Some(metrics) = plan.metrics() {
+        if let Some(native) = metrics.output_rows() {
+            assert_eq!(
+                value(node, names::OUTPUT_ROWS),
+                native as i64,
+                "q{q}: #{} {} output rows differ from DataFusion's",
+                node.id,
+                node.name
+            );
+        }
+        let native_bytes = metrics
+            .iter()
+            .filter(|m| m.value().name() == "output_bytes")
+            .map(|m| m.value().as_usize() as i64)
+            .sum::<i64>();
+        assert!(
+            value(node, names::OUTPUT_BYTES) >= native_bytes,
+            "q{q}: #{} {} output bytes {} < DataFusion's {native_bytes}",
             node.id,
-            node.name
+            node.name,
+            value(node, names::OUTPUT_BYTES)
+        );
+    }
+    if value(node, names::OUTPUT_ROWS) > 0 && !plan.schema().fields().is_empty() {
+        assert!(
+            value(node, names::OUTPUT_BYTES) > 0,
+            "q{q}: #{} rows without bytes",
+            node.id
         );
     }
     for (child_plan, child) in plan.children().into_iter().zip(&node.children) {
