@@ -199,6 +199,8 @@ pub struct QueryProfile {
     pub rows: u64,
     /// Wall time from planning to the last batch, in nanoseconds.
     pub duration_nanos: u64,
+    /// When the query started, in milliseconds since the Unix epoch.
+    pub start_epoch_millis: u64,
     /// The operator tree.
     pub plan: ProfileNode,
     /// Stages and their tasks.
@@ -274,6 +276,7 @@ impl QueryProfile {
             "sql": self.sql,
             "rows": self.rows,
             "durationNanos": self.duration_nanos,
+            "startEpochMillis": self.start_epoch_millis,
             "plan": self.plan.to_json(),
             "stages": stages,
         })
@@ -454,6 +457,7 @@ mod tests {
             sql: "select 1".into(),
             rows: 1,
             duration_nanos: 42_500_000,
+            start_epoch_millis: 1_795_333_320_377,
             plan: agg,
             stages: vec![StageProfile {
                 id: 0,

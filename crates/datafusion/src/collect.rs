@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use datafusion::physical_plan::metrics::MetricValue;
 use datafusion::physical_plan::{ExecutionPlan, displayable};
@@ -15,13 +15,22 @@ use qprof_core::profile::{
 use crate::definitions::{self, Reading, SUPERSEDED};
 use crate::exec::ProfiledExec;
 
-/// Hands out task ids that are unique within one run (one application).
+/// Hands out stage and task ids that are unique within one run (one application), as
+/// Spark's are: every query's stages and tasks get ids no earlier query used.
 #[derive(Debug, Default)]
-pub struct TaskIds(AtomicU64);
+pub struct RunIds {
+    stages: AtomicU32,
+    tasks: AtomicU64,
+}
 
-impl TaskIds {
-    fn next(&self) -> u64 {
-        self.0.fetch_add(1, Ordering::Relaxed)
+impl RunIds {
+    /// Reserves `count` consecutive stage ids and returns the first.
+    fn reserve_stages(&self, count: u32) -> u32 {
+        self.stages.fetch_add(count, Ordering::Relaxed)
+    }
+
+    fn next_task(&self) -> u64 {
+        self.tasks.fetch_add(1, Ordering::Relaxed)
     }
 }
 
@@ -36,6 +45,8 @@ pub struct QueryInfo {
     pub rows: u64,
     /// Wall time of planning and execution, in nanoseconds.
     pub duration_nanos: u64,
+    /// When the query started, in milliseconds since the Unix epoch.
+    pub start_epoch_millis: u64,
 }
 
 /// Counters of one operator, read once so that every figure of a profile comes from the
@@ -88,7 +99,7 @@ impl TaskMap {
 pub fn collect_profile(
     plan: &Arc<dyn ExecutionPlan>,
     info: QueryInfo,
-    task_ids: &TaskIds,
+    ids: &RunIds,
 ) -> QueryProfile {
     let mut wrapped = Vec::new();
     gather(plan, &mut wrapped);
@@ -111,15 +122,18 @@ pub fn collect_profile(
             parts.dedup();
         }
     }
+    // the plan numbers its stages from 0; the run's ids continue where the last query's ended
+    let stage_count = stage_nodes.keys().next_back().map_or(0, |last| last + 1);
+    let base = ids.reserve_stages(stage_count);
     let mut tasks = BTreeMap::new();
     for (&stage, partitions) in &stage_partitions {
         for &p in partitions {
             tasks.insert(
                 (stage, p),
                 TaskRef {
-                    stage_id: stage,
+                    stage_id: base + stage,
                     stage_attempt: 0,
-                    task_id: task_ids.next(),
+                    task_id: ids.next_task(),
                     partition: p as u32,
                 },
             );
@@ -127,7 +141,7 @@ pub fn collect_profile(
     }
     let tasks = TaskMap(tasks);
     let mut next_unwrapped_id = wrapped.iter().map(|e| e.node_id() + 1).max().unwrap_or(0);
-    let root = build_node(plan, &readings, &tasks, &mut next_unwrapped_id);
+    let root = build_node(plan, &readings, &tasks, base, &mut next_unwrapped_id);
     let plan_state = wrapped.first().map(|e| Arc::clone(&e.stats().plan));
     let stages = stage_nodes
         .iter()
@@ -137,7 +151,9 @@ pub fn collect_profile(
                     .as_ref()
                     .map_or(0, |s| s.stage_task_peak(stage, p))
             };
-            stage_profile(stage, node_ids, &readings, &tasks, peak)
+            let mut profile = stage_profile(stage, node_ids, &readings, &tasks, peak);
+            profile.id = base + stage;
+            profile
         })
         .collect();
     QueryProfile {
@@ -145,6 +161,7 @@ pub fn collect_profile(
         sql: info.sql,
         rows: info.rows,
         duration_nanos: info.duration_nanos,
+        start_epoch_millis: info.start_epoch_millis,
         plan: root,
         stages,
     }
@@ -163,6 +180,7 @@ fn build_node(
     plan: &Arc<dyn ExecutionPlan>,
     readings: &BTreeMap<usize, OperatorReading>,
     tasks: &TaskMap,
+    stage_base: u32,
     next_unwrapped_id: &mut usize,
 ) -> ProfileNode {
     let display = displayable(plan.as_ref()).one_line().to_string();
@@ -200,13 +218,13 @@ fn build_node(
     let children = plan
         .children()
         .into_iter()
-        .map(|c| build_node(c, readings, tasks, next_unwrapped_id))
+        .map(|c| build_node(c, readings, tasks, stage_base, next_unwrapped_id))
         .collect();
     ProfileNode {
         id,
         name,
         display: display.trim().to_string(),
-        stage_id,
+        stage_id: stage_id.map(|s| stage_base + s),
         metrics,
         info,
         children,

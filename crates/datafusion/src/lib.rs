@@ -24,7 +24,7 @@ mod session;
 mod spawn;
 mod stats;
 
-pub use collect::{QueryInfo, TaskIds, collect_profile};
+pub use collect::{QueryInfo, RunIds, collect_profile};
 pub use exec::ProfiledExec;
 pub use rule::ProfilingRule;
 pub use session::{ProfileError, ProfiledQuery, ProfilingSession, plain_context};

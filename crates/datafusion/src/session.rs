@@ -1,7 +1,7 @@
 //! Sessions that profile every query they run.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::error::DataFusionError;
@@ -11,7 +11,7 @@ use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use qprof_core::profile::QueryProfile;
 
-use crate::collect::{QueryInfo, TaskIds, collect_profile};
+use crate::collect::{QueryInfo, RunIds, collect_profile};
 use crate::memory::AttributingPool;
 use crate::rule::ProfilingRule;
 use crate::spawn::install_spawn_attribution;
@@ -49,11 +49,11 @@ pub struct ProfiledQuery {
 /// A DataFusion session whose physical plans are profiled operator by operator.
 ///
 /// Results, plans and EXPLAIN output are the same as without qprof; each query run through
-/// [`ProfilingSession::run`] also returns its [`QueryProfile`]. Task ids are unique across
-/// the queries of one session.
+/// [`ProfilingSession::run`] also returns its [`QueryProfile`]. Stage and task ids are
+/// unique across the queries of one session.
 pub struct ProfilingSession {
     context: SessionContext,
-    task_ids: TaskIds,
+    ids: RunIds,
     spawned_work_attributed: bool,
 }
 
@@ -61,7 +61,7 @@ impl std::fmt::Debug for ProfilingSession {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ProfilingSession")
             .field("session_id", &self.context.session_id())
-            .field("task_ids", &self.task_ids)
+            .field("ids", &self.ids)
             .finish()
     }
 }
@@ -87,7 +87,7 @@ impl ProfilingSession {
             .build();
         Self {
             context: SessionContext::new_with_state(state),
-            task_ids: TaskIds::default(),
+            ids: RunIds::default(),
             spawned_work_attributed,
         }
     }
@@ -110,6 +110,9 @@ impl ProfilingSession {
     /// Fails if DataFusion cannot plan or execute the statement.
     pub async fn run(&self, query_id: usize, sql: &str) -> Result<ProfiledQuery, ProfileError> {
         let start = Instant::now();
+        let start_epoch_millis = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let frame = self.context.sql(sql).await?;
         let plan = frame.create_physical_plan().await?;
         let batches = collect(Arc::clone(&plan), self.context.task_ctx()).await?;
@@ -122,8 +125,9 @@ impl ProfilingSession {
                 sql: sql.to_string(),
                 rows,
                 duration_nanos: u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX),
+                start_epoch_millis,
             },
-            &self.task_ids,
+            &self.ids,
         );
         if !self.spawned_work_attributed {
             profile.plan.info.push((

@@ -269,6 +269,7 @@ fn check_stages(q: usize, p: &QueryProfile) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_operator_has_consistent_base_metrics() {
     let (_, profiled) = sessions().await;
+    let (mut stage_ids, mut task_ids) = (BTreeSet::new(), BTreeSet::new());
     for q in 1..=qprof_tpch::QUERY_COUNT {
         let sql = qprof_tpch::query(q).unwrap();
         let cpu_before = process_cpu_nanos();
@@ -281,6 +282,21 @@ async fn every_operator_has_consistent_base_metrics() {
             "q{q}: operators' self cpu {self_cpu} > process cpu {process_cpu}"
         );
         check_stages(q, &run.profile);
+        // ids are unique across the queries of a session, as in one Spark application
+        for stage in &run.profile.stages {
+            assert!(
+                stage_ids.insert(stage.id),
+                "q{q}: stage id {} reused",
+                stage.id
+            );
+            for t in &stage.tasks {
+                assert!(
+                    task_ids.insert(t.task_id),
+                    "q{q}: task id {} reused",
+                    t.task_id
+                );
+            }
+        }
     }
 }
 
