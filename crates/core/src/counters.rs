@@ -63,6 +63,8 @@ pub struct OperatorTaskCounters {
     pub(crate) self_cpu_nanos: AtomicU64,
     pub(crate) allocations: AtomicU64,
     polls: AtomicU64,
+    started_epoch_millis: AtomicU64,
+    finished_epoch_millis: AtomicU64,
     batches: AtomicU64,
     rows: AtomicU64,
     bytes: AtomicU64,
@@ -111,6 +113,28 @@ impl OperatorTaskCounters {
         }
     }
 
+    /// Records when the task started (milliseconds since the Unix epoch); the first call
+    /// wins, so re-executing a partition keeps its first start.
+    pub fn record_start(&self, epoch_millis: u64) {
+        let _ = self.started_epoch_millis.compare_exchange(
+            0,
+            epoch_millis.max(1),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Records when the task finished (milliseconds since the Unix epoch); the first call
+    /// wins, so dropping a stream after its end does not move the finish.
+    pub fn record_finish(&self, epoch_millis: u64) {
+        let _ = self.finished_epoch_millis.compare_exchange(
+            0,
+            epoch_millis.max(1),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
     /// Counts one poll of the operator's output stream.
     #[inline]
     pub fn record_poll(&self) {
@@ -144,6 +168,8 @@ impl OperatorTaskCounters {
             output_bytes: load(&self.bytes),
             peak_memory_bytes: self.memory.peak(),
             memory_allocations: load(&self.allocations),
+            started_epoch_millis: load(&self.started_epoch_millis),
+            finished_epoch_millis: load(&self.finished_epoch_millis),
         }
     }
 }
@@ -171,6 +197,11 @@ pub struct OperatorTaskSnapshot {
     pub peak_memory_bytes: u64,
     /// Heap allocations made while the operator's own code ran.
     pub memory_allocations: u64,
+    /// When the task started, in milliseconds since the Unix epoch; 0 if it did not.
+    pub started_epoch_millis: u64,
+    /// When the task's output ended or was dropped, in milliseconds since the Unix epoch;
+    /// 0 if neither happened yet.
+    pub finished_epoch_millis: u64,
 }
 
 #[cfg(test)]
@@ -204,6 +235,21 @@ mod tests {
         ));
         assert!(Arc::ptr_eq(&plain.spawn_target(), &plain));
         assert!(Arc::ptr_eq(&linked.spawn_target(), &spawned));
+    }
+
+    #[test]
+    fn first_start_and_first_finish_win() {
+        let c = OperatorTaskCounters::new();
+        assert_eq!(c.snapshot().started_epoch_millis, 0);
+        c.record_start(100);
+        c.record_start(200);
+        c.record_finish(300);
+        c.record_finish(400);
+        let s = c.snapshot();
+        assert_eq!(
+            (s.started_epoch_millis, s.finished_epoch_millis),
+            (100, 300)
+        );
     }
 
     #[test]

@@ -163,6 +163,10 @@ pub struct TaskProfile {
     pub task_id: u64,
     /// Partition of the stage the task computed.
     pub partition: u32,
+    /// When the task started, in milliseconds since the Unix epoch.
+    pub start_epoch_millis: u64,
+    /// When the task finished, in milliseconds since the Unix epoch.
+    pub finish_epoch_millis: u64,
     /// Task-level metrics (work of all the stage's operators in this partition).
     pub metrics: Vec<TaskMetric>,
 }
@@ -265,7 +269,13 @@ impl QueryProfile {
                                 )
                             })
                             .collect();
-                        json!({"taskId": t.task_id, "partition": t.partition, "metrics": metrics})
+                        json!({
+                            "taskId": t.task_id,
+                            "partition": t.partition,
+                            "startEpochMillis": t.start_epoch_millis,
+                            "finishEpochMillis": t.finish_epoch_millis,
+                            "metrics": metrics,
+                        })
                     })
                     .collect();
                 json!({"id": s.id, "nodeIds": s.node_ids, "tasks": tasks})
@@ -465,6 +475,8 @@ mod tests {
                 tasks: vec![TaskProfile {
                     task_id: 0,
                     partition: 0,
+                    start_epoch_millis: 1_795_333_320_400,
+                    finish_epoch_millis: 1_795_333_320_440,
                     metrics: vec![TaskMetric {
                         name: names::CPU_NANOS.into(),
                         kind: MetricKind::NsTiming,

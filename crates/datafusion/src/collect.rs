@@ -523,6 +523,18 @@ fn stage_profile(
                 .and_then(|r| r.task(p))
                 .copied()
                 .unwrap_or_default();
+            // the task runs from its first operator's start to its last operator's finish
+            let in_task = || members.iter().filter_map(|r| r.task(p));
+            let start = in_task()
+                .map(|s| s.started_epoch_millis)
+                .filter(|&t| t > 0)
+                .min()
+                .unwrap_or(0);
+            let finish = in_task()
+                .map(|s| s.finished_epoch_millis)
+                .max()
+                .unwrap_or(0)
+                .max(start);
             let m = |name: &str, kind, value: u64| TaskMetric {
                 name: name.to_string(),
                 kind,
@@ -531,6 +543,8 @@ fn stage_profile(
             TaskProfile {
                 task_id: t.task_id,
                 partition: t.partition,
+                start_epoch_millis: start,
+                finish_epoch_millis: finish,
                 metrics: vec![
                     m(names::WALL_NANOS, MetricKind::NsTiming, sum.self_wall_nanos),
                     m(names::CPU_NANOS, MetricKind::NsTiming, sum.self_cpu_nanos),

@@ -34,7 +34,7 @@ use datafusion::physical_plan::{
 };
 use futures::{Stream, StreamExt};
 use qprof_core::attribution;
-use qprof_core::clock::SystemClock;
+use qprof_core::clock::{SystemClock, epoch_millis};
 use qprof_core::counters::OperatorTaskCounters;
 
 use crate::stats::OperatorStats;
@@ -202,6 +202,7 @@ impl ExecutionPlan for ProfiledExec {
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let task = self.stats.task(partition);
+        task.record_start(epoch_millis());
         let inner = {
             // operators register memory consumers and spawn input tasks here: the frame
             // attributes both to this task
@@ -326,6 +327,8 @@ struct ProfiledStream {
 
 impl Drop for ProfiledStream {
     fn drop(&mut self) {
+        // a stream dropped before its end (e.g. under a limit) finishes here
+        self.task.record_finish(epoch_millis());
         let _frame = attribution::enter(&SystemClock, &self.task);
         // SAFETY: `inner` is dropped exactly once, here, and never used afterwards.
         unsafe { ManuallyDrop::drop(&mut self.inner) };
@@ -341,10 +344,14 @@ impl Stream for ProfiledStream {
         let frame = attribution::enter(&SystemClock, &this.task);
         let polled = this.inner.poll_next_unpin(cx);
         drop(frame);
-        if let Poll::Ready(Some(Ok(batch))) = &polled {
-            // Arrow's buffer sizes: no allocation, unlike DataFusion's de-duplicating count
-            this.task
-                .record_batch(batch.num_rows(), batch.get_array_memory_size());
+        match &polled {
+            Poll::Ready(Some(Ok(batch))) => {
+                // Arrow's buffer sizes: no allocation, unlike DataFusion's de-duplicating count
+                this.task
+                    .record_batch(batch.num_rows(), batch.get_array_memory_size());
+            }
+            Poll::Ready(None) => this.task.record_finish(epoch_millis()),
+            _ => {}
         }
         polled
     }

@@ -235,12 +235,26 @@ fn check_stages(q: usize, p: &QueryProfile) {
         for id in &stage.node_ids {
             assert!(covered.insert(*id), "q{q}: node {id} in two stages");
         }
+        let query_end = p.start_epoch_millis + p.duration_nanos / 1_000_000 + 1;
         for t in &stage.tasks {
             assert!(
                 task_ids.insert(t.task_id),
                 "q{q}: task id {} reused",
                 t.task_id
             );
+            // a task runs inside its query (stage tasks that never ran have no times)
+            if t.start_epoch_millis > 0 {
+                assert!(
+                    t.start_epoch_millis >= p.start_epoch_millis
+                        && t.start_epoch_millis <= t.finish_epoch_millis
+                        && t.finish_epoch_millis <= query_end + 1_000,
+                    "q{q}: task {} ran {}..{}, outside the query {}..{query_end}",
+                    t.task_id,
+                    t.start_epoch_millis,
+                    t.finish_epoch_millis,
+                    p.start_epoch_millis
+                );
+            }
         }
         let cpu: i64 = stage
             .tasks
