@@ -30,18 +30,23 @@ fn tsc() -> &'static quanta::Clock {
     CLOCK.get_or_init(quanta::Clock::new)
 }
 
-/// CPU time of the calling thread in nanoseconds, from `CLOCK_THREAD_CPUTIME_ID`.
-pub fn thread_cpu_nanos() -> u64 {
+/// Reads a POSIX clock in nanoseconds; 0 if the clock cannot be read.
+fn clock_nanos(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `ts` is a valid, writable timespec; the clock id is supported on Linux and
-    // the BSDs. On failure the struct stays zeroed, which reads as "no CPU time".
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    // SAFETY: `ts` is a valid, writable timespec and the clock ids used here are supported
+    // on Linux and the BSDs. On failure the struct stays zeroed, which reads as 0.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     (ts.tv_sec as u64)
         .saturating_mul(1_000_000_000)
         .saturating_add(ts.tv_nsec as u64)
+}
+
+/// CPU time of the calling thread in nanoseconds, from `CLOCK_THREAD_CPUTIME_ID`.
+pub fn thread_cpu_nanos() -> u64 {
+    clock_nanos(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// Wall-clock time in milliseconds since the Unix epoch (0 if the clock is before it).
@@ -53,15 +58,7 @@ pub fn epoch_millis() -> u64 {
 
 /// CPU time of the whole process (all threads) in nanoseconds, from `CLOCK_PROCESS_CPUTIME_ID`.
 pub fn process_cpu_nanos() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: as in `thread_cpu_nanos`.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
+    clock_nanos(libc::CLOCK_PROCESS_CPUTIME_ID)
 }
 
 impl ClockSource for SystemClock {
