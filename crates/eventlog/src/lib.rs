@@ -1,0 +1,49 @@
+//! Spark's event-log format for qprof: the one crate that owns every wire format.
+//!
+//! - [`writer`] turns qprof's query profiles into Spark 4 event logs (rolling layout,
+//!   optional zstd, crash-safe line by line);
+//! - [`layout`], [`codec`] and [`replay`] find and read logs written by qprof or by Spark
+//!   (uncompressed, zstd, lz4; single-file or rolling; in progress or complete);
+//! - [`state`] rebuilds an application from its events, as Spark's status listeners do;
+//! - [`rest`] renders Spark's `/api/v1` JSON answers from that state.
+//!
+//! It depends on no engine and no async runtime.
+#![deny(missing_docs)]
+
+use std::path::{Path, PathBuf};
+
+pub mod codec;
+pub mod layout;
+pub mod replay;
+pub mod rest;
+pub mod spark;
+pub mod state;
+
+/// Errors reading or writing event logs.
+#[derive(Debug, thiserror::Error)]
+pub enum EventLogError {
+    /// A file or directory could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path involved.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The log uses a codec qprof cannot decode.
+    #[error("event log compressed with {0}, which qprof does not read (zstd, lz4 or none)")]
+    UnsupportedCodec(String),
+    /// A value could not be encoded.
+    #[error("cannot encode event: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+impl EventLogError {
+    /// An I/O error at `path`.
+    pub fn io(path: &Path, source: std::io::Error) -> EventLogError {
+        EventLogError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! Replaying a log into an [`AppState`], incrementally: each refresh reads only the bytes
+//! appended since the last one (for uncompressed files; compressed files are re-decoded
+//! but only new lines are applied). A last line without its newline is left for the next
+//! refresh while the log is in progress, and counted as corrupt once the log is complete.
+
+use std::io::{Read, Seek, SeekFrom};
+
+use crate::EventLogError;
+use crate::codec::Codec;
+use crate::layout::{LogFile, LogSource, rolling_source};
+use crate::state::{AppInfo, AppState};
+
+#[derive(Debug, Clone, Default)]
+struct FileProgress {
+    /// Bytes of the decoded stream already applied (complete lines only).
+    consumed: u64,
+}
+
+/// An application's log and the state replayed from it so far.
+#[derive(Debug, Clone)]
+pub struct Replay {
+    source: LogSource,
+    progress: Vec<FileProgress>,
+    state: AppState,
+    bytes_applied: u64,
+}
+
+/// New data read from a file: the bytes past the consumed offset.
+fn read_new(file: &LogFile, consumed: u64) -> Result<Vec<u8>, EventLogError> {
+    let io = |e| EventLogError::io(&file.path, e);
+    if file.codec == Codec::None {
+        let mut f = std::fs::File::open(&file.path).map_err(io)?;
+        f.seek(SeekFrom::Start(consumed)).map_err(io)?;
+        let mut data = Vec::new();
+        f.read_to_end(&mut data).map_err(io)?;
+        Ok(data)
+    } else {
+        let raw = std::fs::read(&file.path).map_err(io)?;
+        let (decoded, _) = file.codec.decode(&raw)?;
+        let start = usize::try_from(consumed).unwrap_or(usize::MAX).min(decoded.len());
+        Ok(decoded[start..].to_vec())
+    }
+}
+
+/// Calls `apply` for each complete line of `data`, and for the unterminated rest when
+/// `final_part`; returns how many bytes were used.
+fn for_each_line(data: &[u8], final_part: bool, mut apply: impl FnMut(&[u8])) -> usize {
+    let mut start = 0;
+    while let Some(nl) = data[start..].iter().position(|&b| b == b'\n') {
+        apply(&data[start..start + nl]);
+        start += nl + 1;
+    }
+    if final_part && start < data.len() {
+        apply(&data[start..]);
+        start = data.len();
+    }
+    start
+}
+
+impl Replay {
+    /// Starts a replay of `source`; nothing is read until [`Replay::refresh`].
+    pub fn new(source: LogSource) -> Replay {
+        Replay {
+            progress: vec![FileProgress::default(); source.files.len()],
+            source,
+            state: AppState::default(),
+            bytes_applied: 0,
+        }
+    }
+
+    /// Replays a whole log at once.
+    pub fn load(source: LogSource) -> Result<Replay, EventLogError> {
+        let mut replay = Replay::new(source);
+        replay.refresh()?;
+        Ok(replay)
+    }
+
+    /// The state replayed so far.
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// The log being replayed (as of the last refresh).
+    pub fn source(&self) -> &LogSource {
+        &self.source
+    }
+
+    /// Decoded bytes applied so far.
+    pub fn bytes_applied(&self) -> u64 {
+        self.bytes_applied
+    }
+
+    /// Reads what was appended since the last refresh (new files of a rolling log
+    /// included) and applies it; returns the number of new bytes applied.
+    pub fn refresh(&mut self) -> Result<u64, EventLogError> {
+        if self.source.path.is_dir() {
+            self.source = rolling_source(&self.source.path)?;
+        } else if let Some(file) = self.source.files.first() {
+            // a single-file log loses its `.inprogress` suffix when it completes
+            if !file.path.exists() {
+                let done = file
+                    .path
+                    .to_str()
+                    .and_then(|p| p.strip_suffix(crate::layout::IN_PROGRESS_SUFFIX))
+                    .map(std::path::PathBuf::from);
+                if let Some(done) = done.filter(|p| p.exists()) {
+                    self.source.files[0].path = done.clone();
+                    self.source.path = done;
+                    self.source.in_progress = false;
+                }
+            }
+        }
+        self.progress
+            .resize(self.source.files.len(), FileProgress::default());
+        let mut applied = 0;
+        let count = self.source.files.len();
+        for (i, file) in self.source.files.iter().enumerate() {
+            let data = read_new(file, self.progress[i].consumed)?;
+            let final_part = i + 1 < count || !self.source.in_progress;
+            let state = &mut self.state;
+            let used = for_each_line(&data, final_part, |line| state.apply_line(line));
+            self.progress[i].consumed += used as u64;
+            applied += used as u64;
+        }
+        self.bytes_applied += applied;
+        Ok(applied)
+    }
+}
+
+/// Reads only what an application listing needs (log start, application start and end),
+/// skipping every other line by its prefix without parsing it.
+pub fn scan_info(source: &LogSource) -> Result<AppInfo, EventLogError> {
+    let mut info = AppInfo::default();
+    for file in &source.files {
+        let data = read_new(file, 0)?;
+        for_each_line(&data, true, |line| {
+            let line = line.trim_ascii_start();
+            let wanted = match line.strip_prefix(b"{\"Event\":\"") {
+                Some(rest) => {
+                    rest.starts_with(b"SparkListenerLogStart\"")
+                        || rest.starts_with(b"SparkListenerApplicationStart\"")
+                        || rest.starts_with(b"SparkListenerApplicationEnd\"")
+                }
+                // not in the compact form Spark writes: parse to be sure
+                None => line.starts_with(b"{"),
+            };
+            if wanted && let Ok(event) = serde_json::from_slice(line) {
+                info.apply(&event);
+            }
+        });
+    }
+    Ok(info)
+}
