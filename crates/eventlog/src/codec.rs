@@ -90,7 +90,10 @@ fn decode_lz4_blocks(raw: &[u8]) -> (Vec<u8>, bool) {
             return (out, true);
         }
         let method = header[8] & 0xF0;
-        let le = |at: usize| u32::from_le_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]]) as usize;
+        let le = |at: usize| {
+            u32::from_le_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
+                as usize
+        };
         let (compressed, decompressed) = (le(9), le(13));
         pos += LZ4_HEADER;
         let Some(data) = raw.get(pos..pos + compressed) else {
@@ -158,7 +161,9 @@ mod tests {
     #[test]
     fn truncated_zstd_yields_the_complete_blocks() {
         use std::io::Write;
-        let data: Vec<u8> = (0..300_000u32).flat_map(|i| format!("{i}\n").into_bytes()).collect();
+        let data: Vec<u8> = (0..300_000u32)
+            .flat_map(|i| format!("{i}\n").into_bytes())
+            .collect();
         let mut enc = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
         enc.write_all(&data[..100_000]).unwrap();
         enc.flush().unwrap();

@@ -74,10 +74,13 @@ pub fn rolling_source(dir: &Path) -> Result<LogSource, EventLogError> {
             in_progress = status.ends_with(IN_PROGRESS_SUFFIX);
         } else if let Some(index) = rolling_index(file_name) {
             let (_, codec) = strip_codec(file_name);
-            files.push((index, LogFile {
-                path: entry.path(),
-                codec,
-            }));
+            files.push((
+                index,
+                LogFile {
+                    path: entry.path(),
+                    codec,
+                },
+            ));
         }
     }
     files.sort_by_key(|(index, _)| *index);
@@ -150,7 +153,10 @@ mod tests {
         std::fs::create_dir_all(dir.join("unrelated")).unwrap();
         let found = discover(&dir).unwrap();
         let names: Vec<_> = found.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["app-2.lz4", "app-3.inprogress", "eventlog_v2_local-1"]);
+        assert_eq!(
+            names,
+            ["app-2.lz4", "app-3.inprogress", "eventlog_v2_local-1"]
+        );
         assert_eq!(found[0].files[0].codec, Codec::Lz4);
         assert!(!found[0].in_progress && found[1].in_progress && found[2].in_progress);
         let order: Vec<_> = found[2]

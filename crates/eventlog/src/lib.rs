@@ -14,10 +14,12 @@ use std::path::{Path, PathBuf};
 
 pub mod codec;
 pub mod layout;
+pub mod profile_events;
 pub mod replay;
 pub mod rest;
 pub mod spark;
 pub mod state;
+pub mod writer;
 
 /// Errors reading or writing event logs.
 #[derive(Debug, thiserror::Error)]

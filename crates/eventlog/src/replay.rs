@@ -37,7 +37,9 @@ fn read_new(file: &LogFile, consumed: u64) -> Result<Vec<u8>, EventLogError> {
     } else {
         let raw = std::fs::read(&file.path).map_err(io)?;
         let (decoded, _) = file.codec.decode(&raw)?;
-        let start = usize::try_from(consumed).unwrap_or(usize::MAX).min(decoded.len());
+        let start = usize::try_from(consumed)
+            .unwrap_or(usize::MAX)
+            .min(decoded.len());
         Ok(decoded[start..].to_vec())
     }
 }

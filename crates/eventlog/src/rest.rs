@@ -10,8 +10,7 @@ use serde_json::{Map, Value, json};
 
 use crate::spark::{EXECUTOR_METRIC_NAMES, SPARK_VERSION, format_date};
 use crate::state::{
-    AppInfo, AppState, Execution, ExecutorPeaks, Stage, StageStatus, Task, TaskMetrics,
-    TaskStatus,
+    AppInfo, AppState, Execution, ExecutorPeaks, Stage, StageStatus, Task, TaskMetrics, TaskStatus,
 };
 
 /// A request the state cannot answer: Spark's 404 and 400 cases.
@@ -73,7 +72,9 @@ pub fn attempt_info(a: &AttemptSource<'_>) -> Value {
         "appSparkVersion".into(),
         json!(a.info.spark_version.clone().unwrap_or_default()),
     );
-    if a.completed && let Some(code) = a.info.exit_code {
+    if a.completed
+        && let Some(code) = a.info.exit_code
+    {
         o.insert("exitCode".into(), json!(code));
     }
     o.insert("logSourceName".into(), json!(a.log_source));
@@ -136,7 +137,10 @@ fn count_tasks<'a>(stages: impl Iterator<Item = &'a Stage>) -> TaskCounts {
 }
 
 fn stage_attempts<'a>(state: &'a AppState, id: i64) -> impl Iterator<Item = &'a Stage> {
-    state.stages.range((id, i64::MIN)..=(id, i64::MAX)).map(|(_, s)| s)
+    state
+        .stages
+        .range((id, i64::MIN)..=(id, i64::MAX))
+        .map(|(_, s)| s)
 }
 
 fn job_status(succeeded: Option<bool>) -> &'static str {
@@ -169,7 +173,11 @@ fn job_data(state: &AppState, job: &crate::state::Job) -> Value {
     let mut o = Map::new();
     o.insert("jobId".into(), json!(job.id));
     o.insert("name".into(), json!(job.name));
-    put_opt(&mut o, "description", job.description.clone().map(Value::from));
+    put_opt(
+        &mut o,
+        "description",
+        job.description.clone().map(Value::from),
+    );
     put_opt(&mut o, "submissionTime", opt_date(job.submission_time));
     put_opt(&mut o, "completionTime", opt_date(job.completion_time));
     o.insert("stageIds".into(), json!(job.stage_ids));
@@ -220,7 +228,9 @@ pub fn jobs(state: &AppState, statuses: &[String]) -> RestResult {
             .jobs
             .values()
             .rev()
-            .filter(|j| statuses.is_empty() || statuses.iter().any(|s| s == job_status(j.succeeded)))
+            .filter(|j| {
+                statuses.is_empty() || statuses.iter().any(|s| s == job_status(j.succeeded))
+            })
             .map(|j| job_data(state, j))
             .collect(),
     ))
@@ -304,11 +314,22 @@ fn task_data(t: &Task) -> Value {
     o.insert("taskLocality".into(), json!(t.locality));
     o.insert("speculative".into(), json!(t.speculative));
     o.insert("accumulatorUpdates".into(), json!([]));
-    put_opt(&mut o, "errorMessage", t.error_message.clone().map(Value::from));
-    put_opt(&mut o, "taskMetrics", t.metrics.as_ref().map(task_metrics_json));
+    put_opt(
+        &mut o,
+        "errorMessage",
+        t.error_message.clone().map(Value::from),
+    );
+    put_opt(
+        &mut o,
+        "taskMetrics",
+        t.metrics.as_ref().map(task_metrics_json),
+    );
     o.insert("executorLogs".into(), json!({}));
     o.insert("schedulerDelay".into(), json!(t.scheduler_delay()));
-    o.insert("gettingResultTime".into(), json!(t.gettting_result_duration()));
+    o.insert(
+        "gettingResultTime".into(),
+        json!(t.gettting_result_duration()),
+    );
     Value::Object(o)
 }
 
@@ -364,7 +385,11 @@ impl ExecutorStage {
 
 fn executor_stage_summaries(stage: &Stage) -> BTreeMap<&str, ExecutorStage> {
     let mut out: BTreeMap<&str, ExecutorStage> = BTreeMap::new();
-    for t in stage.tasks.values().filter(|t| t.status != TaskStatus::Running) {
+    for t in stage
+        .tasks
+        .values()
+        .filter(|t| t.status != TaskStatus::Running)
+    {
         let e = out.entry(t.executor_id.as_str()).or_default();
         e.task_time += t.duration().unwrap_or(0);
         match t.status {
@@ -413,7 +438,9 @@ pub fn parse_quantiles(text: &str) -> Result<Vec<f64>, RestError> {
                 .parse::<f64>()
                 .ok()
                 .filter(|q| (0.0..=1.0).contains(q))
-                .ok_or_else(|| RestError::BadRequest(format!("Bad value for parameter \"quantiles\": {text}")))
+                .ok_or_else(|| {
+                    RestError::BadRequest(format!("Bad value for parameter \"quantiles\": {text}"))
+                })
         })
         .collect()
 }
@@ -569,13 +596,22 @@ fn stage_data(stage: &Stage, opts: &StageOptions) -> Value {
         stage.failure_reason.clone().map(Value::from),
     );
     let fields: [(&str, i64); 35] = [
-        ("executorDeserializeTime", sum(|m| m.executor_deserialize_time)),
-        ("executorDeserializeCpuTime", sum(|m| m.executor_deserialize_cpu_time)),
+        (
+            "executorDeserializeTime",
+            sum(|m| m.executor_deserialize_time),
+        ),
+        (
+            "executorDeserializeCpuTime",
+            sum(|m| m.executor_deserialize_cpu_time),
+        ),
         ("executorRunTime", sum(|m| m.executor_run_time)),
         ("executorCpuTime", sum(|m| m.executor_cpu_time)),
         ("resultSize", sum(|m| m.result_size)),
         ("jvmGcTime", sum(|m| m.jvm_gc_time)),
-        ("resultSerializationTime", sum(|m| m.result_serialization_time)),
+        (
+            "resultSerializationTime",
+            sum(|m| m.result_serialization_time),
+        ),
         ("memoryBytesSpilled", sum(|m| m.memory_bytes_spilled)),
         ("diskBytesSpilled", sum(|m| m.disk_bytes_spilled)),
         // Spark 4 sums task peaks (the stage's worst case if all ran at once)
@@ -584,11 +620,17 @@ fn stage_data(stage: &Stage, opts: &StageOptions) -> Value {
         ("inputRecords", sum(|m| m.input_records)),
         ("outputBytes", sum(|m| m.output_bytes)),
         ("outputRecords", sum(|m| m.output_records)),
-        ("shuffleRemoteBlocksFetched", sum(|m| m.remote_blocks_fetched)),
+        (
+            "shuffleRemoteBlocksFetched",
+            sum(|m| m.remote_blocks_fetched),
+        ),
         ("shuffleLocalBlocksFetched", sum(|m| m.local_blocks_fetched)),
         ("shuffleFetchWaitTime", sum(|m| m.fetch_wait_time)),
         ("shuffleRemoteBytesRead", sum(|m| m.remote_bytes_read)),
-        ("shuffleRemoteBytesReadToDisk", sum(|m| m.remote_bytes_read_to_disk)),
+        (
+            "shuffleRemoteBytesReadToDisk",
+            sum(|m| m.remote_bytes_read_to_disk),
+        ),
         ("shuffleLocalBytesRead", sum(|m| m.local_bytes_read)),
         ("shuffleReadBytes", sum(|m| m.shuffle_read_bytes())),
         ("shuffleReadRecords", sum(|m| m.records_read)),
@@ -610,7 +652,11 @@ fn stage_data(stage: &Stage, opts: &StageOptions) -> Value {
         o.insert(k.into(), json!(v));
     }
     o.insert("name".into(), json!(stage.name));
-    put_opt(&mut o, "description", stage.description.clone().map(Value::from));
+    put_opt(
+        &mut o,
+        "description",
+        stage.description.clone().map(Value::from),
+    );
     o.insert("details".into(), json!(stage.details));
     o.insert("schedulingPool".into(), json!(stage.pool));
     o.insert("rddIds".into(), json!(stage.rdd_ids));
@@ -639,8 +685,11 @@ fn stage_data(stage: &Stage, opts: &StageOptions) -> Value {
         let summaries: Map<String, Value> = executor_stage_summaries(stage)
             .into_iter()
             .map(|(id, e)| {
-                let mut s: Map<String, Value> =
-                    e.fields().iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+                let mut s: Map<String, Value> = e
+                    .fields()
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), json!(v)))
+                    .collect();
                 s.insert("isBlacklistedForStage".into(), json!(false));
                 if let Some(p) = stage.executor_peaks.get(id) {
                     s.insert("peakMemoryMetrics".into(), peaks_json(p));
@@ -665,7 +714,11 @@ fn stage_data(stage: &Stage, opts: &StageOptions) -> Value {
     }
     if opts.with_summaries && stage.status != StageStatus::Skipped {
         let q = quantiles_or_default(&opts.quantiles);
-        put_opt(&mut o, "taskMetricsDistributions", task_distributions(stage, &q));
+        put_opt(
+            &mut o,
+            "taskMetricsDistributions",
+            task_distributions(stage, &q),
+        );
         o.insert(
             "executorMetricsDistributions".into(),
             executor_distributions(stage, &q),
@@ -758,7 +811,9 @@ pub fn task_summary(state: &AppState, id: i64, attempt: i64, quantiles: &[f64]) 
         quantiles.to_vec()
     };
     task_distributions(stage, &q).ok_or_else(|| {
-        RestError::NotFound(format!("No tasks reported metrics for {id} / {attempt} yet."))
+        RestError::NotFound(format!(
+            "No tasks reported metrics for {id} / {attempt} yet."
+        ))
     })
 }
 
@@ -867,7 +922,11 @@ pub fn executors(state: &AppState, all: bool) -> Value {
         );
         o.insert("addTime".into(), json!(format_date(e.add_time)));
         put_opt(&mut o, "removeTime", opt_date(e.remove_time));
-        put_opt(&mut o, "removeReason", e.remove_reason.clone().map(Value::from));
+        put_opt(
+            &mut o,
+            "removeReason",
+            e.remove_reason.clone().map(Value::from),
+        );
         o.insert("executorLogs".into(), e.log_urls.clone());
         if let Some((_, on, off)) = e.max_memory {
             o.insert(
@@ -881,7 +940,11 @@ pub fn executors(state: &AppState, all: bool) -> Value {
             );
         }
         o.insert("blacklistedInStages".into(), json!([]));
-        put_opt(&mut o, "peakMemoryMetrics", e.peaks.as_ref().map(peaks_json));
+        put_opt(
+            &mut o,
+            "peakMemoryMetrics",
+            e.peaks.as_ref().map(peaks_json),
+        );
         o.insert("attributes".into(), e.attributes.clone());
         o.insert("resources".into(), e.resources.clone());
         o.insert("resourceProfileId".into(), json!(e.resource_profile_id));
@@ -903,10 +966,9 @@ fn sorted_pairs(section: Option<&Value>) -> Value {
 
 /// `/environment`.
 pub fn environment(state: &AppState) -> RestResult {
-    let env = state
-        .environment
-        .as_ref()
-        .ok_or_else(|| RestError::NotFound("no environment recorded for this application".into()))?;
+    let env = state.environment.as_ref().ok_or_else(|| {
+        RestError::NotFound("no environment recorded for this application".into())
+    })?;
     let jvm = env.get("JVM Information");
     let jvm_field = |k: &str| jvm.and_then(|j| j.get(k)).cloned().unwrap_or(json!(""));
     let profiles: Vec<Value> = state
@@ -1019,7 +1081,10 @@ pub fn plan_graph(plan: &Value) -> (Vec<GraphNode>, Vec<(i64, i64)>) {
     }
     impl<'a> Builder<'a> {
         fn exchange(&self, v: &Value) -> Option<i64> {
-            self.exchanges.iter().find(|(p, _)| *p == v).map(|(_, id)| *id)
+            self.exchanges
+                .iter()
+                .find(|(p, _)| *p == v)
+                .map(|(_, id)| *id)
         }
         fn visit(&mut self, v: &'a Value, parent: Option<i64>, cluster: Option<i64>) {
             let name = v.get("nodeName").and_then(Value::as_str).unwrap_or("");
@@ -1053,7 +1118,9 @@ pub fn plan_graph(plan: &Value) -> (Vec<GraphNode>, Vec<(i64, i64)>) {
                         self.visit(child, parent, None);
                     }
                 }
-                "BroadcastQueryStage" | "ShuffleQueryStage" | "ResultQueryStage"
+                "BroadcastQueryStage"
+                | "ShuffleQueryStage"
+                | "ResultQueryStage"
                 | "TableCacheQueryStage" => {
                     let Some(child) = first else { return };
                     match (self.exchange(child), parent) {
@@ -1122,7 +1189,12 @@ fn execution_status(exec: &Execution) -> &'static str {
     }
 }
 
-fn execution_data(state: &AppState, exec: &Execution, details: bool, plan_description: bool) -> Value {
+fn execution_data(
+    state: &AppState,
+    exec: &Execution,
+    details: bool,
+    plan_description: bool,
+) -> Value {
     let mut running = Vec::new();
     let mut succeeded = Vec::new();
     let mut failed = Vec::new();
@@ -1173,12 +1245,23 @@ fn execution_data(state: &AppState, exec: &Execution, details: bool, plan_descri
     o.insert("description".into(), json!(exec.description));
     o.insert(
         "planDescription".into(),
-        json!(if plan_description { exec.plan_description.as_str() } else { "" }),
+        json!(if plan_description {
+            exec.plan_description.as_str()
+        } else {
+            ""
+        }),
     );
-    o.insert("submissionTime".into(), json!(format_date(exec.submission_time)));
+    o.insert(
+        "submissionTime".into(),
+        json!(format_date(exec.submission_time)),
+    );
     o.insert(
         "duration".into(),
-        json!(exec.completion_time.map(|end| end - exec.submission_time).unwrap_or(0)),
+        json!(
+            exec.completion_time
+                .map(|end| end - exec.submission_time)
+                .unwrap_or(0)
+        ),
     );
     o.insert("runningJobIds".into(), json!(running));
     o.insert("successJobIds".into(), json!(succeeded));
@@ -1186,7 +1269,11 @@ fn execution_data(state: &AppState, exec: &Execution, details: bool, plan_descri
     o.insert("nodes".into(), Value::Array(nodes));
     o.insert("edges".into(), Value::Array(edges));
     put_opt(&mut o, "queryId", exec.query_id.clone().map(Value::from));
-    put_opt(&mut o, "errorMessage", exec.error_message.clone().map(Value::from));
+    put_opt(
+        &mut o,
+        "errorMessage",
+        exec.error_message.clone().map(Value::from),
+    );
     put_opt(&mut o, "rootExecutionId", exec.root_id.map(Value::from));
     o.insert("modifiedConfigs".into(), exec.modified_configs.clone());
     Value::Object(o)

@@ -176,7 +176,13 @@ mod tests {
             Some(1795333318986)
         );
         assert_eq!(parse_date("1795333318986"), Some(1795333318986));
-        for bad in ["", "2026-13-01", "2026-11", "yesterday", "2026-11-22T25:00:00"] {
+        for bad in [
+            "",
+            "2026-13-01",
+            "2026-11",
+            "yesterday",
+            "2026-11-22T25:00:00",
+        ] {
             assert_eq!(parse_date(bad), None, "{bad}");
         }
     }

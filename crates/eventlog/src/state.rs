@@ -657,7 +657,9 @@ impl AppState {
             }
             stage_ids.push(stage.id);
             self.stage_jobs.entry(stage.id).or_default().push(id);
-            self.stages.entry((stage.id, stage.attempt)).or_insert(stage);
+            self.stages
+                .entry((stage.id, stage.attempt))
+                .or_insert(stage);
         }
         let mut job_tags: Vec<String> = prop("spark.job.tags")
             .map(|t| {
@@ -747,7 +749,11 @@ impl AppState {
                 .and_then(Value::as_array)
                 .map(|a| {
                     a.iter()
-                        .filter(|acc| !acc.get("Internal").and_then(Value::as_bool).unwrap_or(false))
+                        .filter(|acc| {
+                            !acc.get("Internal")
+                                .and_then(Value::as_bool)
+                                .unwrap_or(false)
+                        })
                         .filter_map(|acc| {
                             let name = str_field(acc, "Name")?;
                             let value = match acc.get("Value")? {
@@ -917,7 +923,9 @@ impl AppState {
                 }
             }
         }
-        self.stage_mut(stage_id, attempt).tasks.insert(task.id, task);
+        self.stage_mut(stage_id, attempt)
+            .tasks
+            .insert(task.id, task);
         Ok(())
     }
 
@@ -1007,7 +1015,8 @@ impl AppState {
             .into_iter()
             .flatten()
         {
-            if let (Some(acc), Some(kind)) = (i64_field(m, "accumulatorId"), str_field(m, "metricType"))
+            if let (Some(acc), Some(kind)) =
+                (i64_field(m, "accumulatorId"), str_field(m, "metricType"))
             {
                 exec.metric_types.insert(acc, kind);
             }
@@ -1071,7 +1080,8 @@ fn declare_metrics(plan: &Value, into: &mut HashMap<i64, String>) {
         .into_iter()
         .flatten()
     {
-        if let (Some(acc), Some(kind)) = (i64_field(m, "accumulatorId"), str_field(m, "metricType")) {
+        if let (Some(acc), Some(kind)) = (i64_field(m, "accumulatorId"), str_field(m, "metricType"))
+        {
             into.insert(acc, kind);
         }
     }

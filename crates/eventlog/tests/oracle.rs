@@ -43,7 +43,8 @@ fn first_diff(path: &str, a: &Value, b: &Value) -> Option<String> {
             if kx != ky {
                 return Some(format!("{path}: keys\n  got  {kx:?}\n  want {ky:?}"));
             }
-            x.iter().find_map(|(k, v)| first_diff(&format!("{path}.{k}"), v, &y[k]))
+            x.iter()
+                .find_map(|(k, v)| first_diff(&format!("{path}.{k}"), v, &y[k]))
         }
         (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
             .iter()
@@ -82,7 +83,10 @@ fn rest_answers_equal_spark_history_server() {
             quantiles: vec![],
             task_statuses: q("taskStatus").into_iter().collect(),
         };
-        let detailed = StageOptions { details: true, ..StageOptions::default() };
+        let detailed = StageOptions {
+            details: true,
+            ..StageOptions::default()
+        };
         let info = &state.info;
         let attempt = rest::AttemptSource {
             info,
@@ -119,9 +123,10 @@ fn rest_answers_equal_spark_history_server() {
             }
             other => panic!("endpoint not covered: {other:?}"),
         };
-        let mut want: Value =
-            serde_json::from_str(&std::fs::read_to_string(oracle().join("expect").join(file)).unwrap())
-                .unwrap();
+        let mut want: Value = serde_json::from_str(
+            &std::fs::read_to_string(oracle().join("expect").join(file)).unwrap(),
+        )
+        .unwrap();
         let mut got = got;
         strip(&mut want);
         strip(&mut got);
@@ -131,5 +136,10 @@ fn rest_answers_equal_spark_history_server() {
         }
     }
     assert_eq!(checked, 27);
-    assert!(failures.is_empty(), "{} of {checked} differ:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {checked} differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

@@ -290,8 +290,8 @@
       return h('tr', { class: 'app-row', 'data-app-id': id },
         td(link(href, id, { class: 'mono' })),
         td(link(href, app.name || id)),
-        td(fmtDate(at.startTime)),
-        td(at.endTime && parseDate(at.endTime) && parseDate(at.endTime).getTime() > 0 ? fmtDate(at.endTime) : DASH),
+        td(fmtDate(at.startTime), 'nowrap'),
+        td(at.endTime && parseDate(at.endTime) && parseDate(at.endTime).getTime() > 0 ? fmtDate(at.endTime) : DASH, 'nowrap'),
         td(fmtMs(at.duration), 'num'),
         td(at.sparkUser || DASH),
         td(at.completed === false ? statusBadge('RUNNING') : h('span', { class: 'badge badge-ok' }, 'COMPLETED')),
@@ -335,7 +335,7 @@
       td(link(href, `${st.stageId}.${st.attemptId}`, { class: 'mono', title: `stage ${st.stageId}, attempt ${st.attemptId}` })),
       td(statusBadge(st.status)),
       td(h('span', { class: 'clip', title: st.name || '' }, st.name || DASH)),
-      td(fmtDate(st.submissionTime)),
+      td(fmtDate(st.submissionTime), 'nowrap'),
       td(tasksCell(st.numCompleteTasks, st.numFailedTasks, st.numTasks, st.numKilledTasks)),
       td(st.inputBytes ? fmtBytes(st.inputBytes) : DASH, 'num'),
       td(st.shuffleReadBytes ? fmtBytes(st.shuffleReadBytes) : DASH, 'num'),
@@ -369,7 +369,7 @@
         td(statusBadge(q.status)),
         td(h('span', { class: 'clip wide', title: q.description || '' }, link(href, q.description || `Query ${q.id}`)),
           null, null),
-        td(fmtDate(q.submissionTime)),
+        td(fmtDate(q.submissionTime), 'nowrap'),
         td(fmtMs(q.duration), 'num'),
         td(jobIdsCell(app, q, jobsById)));
     });
@@ -533,33 +533,48 @@
 
   const G = {
     padX: 10, padY: 8, nameSize: 13, metricSize: 11.5, nameH: 19, lineH: 16,
-    hgap: 34, vgap: 46, margin: 16, clusterPad: 9, labelH: 19, labelSize: 11,
-    maxLines: 9, maxTextW: 330, minW: 96, pillSize: 11,
+    hgap: 30, vgap: 42, margin: 16, clusterPad: 9, labelH: 19, labelSize: 11,
+    maxLines: 8, maxTextW: 330, minW: 96, pillSize: 11,
   };
 
-  function nodeLines(n, prof, heat) {
+  // qprof's base timers and counters: the node shows its self time instead, details show them all.
+  const REDUNDANT_QPROF = ['wallNanos', 'selfWallNanos', 'cpuNanos', 'selfCpuNanos', 'cpuCount', 'numPolls',
+    'outputVectors', 'numMemoryAllocations', 'elapsedComputeNanos'];
+
+  function nodeLines(n, prof, heat, maxLines) {
     const lines = [];
     if (heat.unit === 'ns' && heat.self.has(n.nodeId)) {
       lines.push({ label: heat.source.replace(/^qprof /, ''), value: heat.fmt(heat.self.get(n.nodeId)), cls: 'm-self' });
     }
-    let metrics = (n.metrics || []).map((m) => ({ label: m.name, value: sparkTotal(m.value), full: String(m.value) }));
-    if (!metrics.length && prof && prof.metrics) {
+    let metrics;
+    let omitted = 0;
+    if (n.fromProfile && prof && prof.metrics) {
       // A graph derived from the profile: show qprof's own renderings.
-      metrics = Object.entries(prof.metrics).map(([k, m]) => ({ label: m.displayName || k, value: String(m.spark ?? m.value), full: `${k}: ${m.value}` }));
-    }
-    const room = G.maxLines - lines.length;
-    if (metrics.length > room) {
-      const nonZero = metrics.filter((m) => !isZeroValue(m.value));
-      const hidden = metrics.length - nonZero.length;
-      metrics = nonZero;
-      if (metrics.length > room) {
-        const more = metrics.length - (room - 1) + hidden;
-        metrics = metrics.slice(0, room - 1);
-        metrics.push({ label: `+${more} more`, value: '', cls: 'm-more' });
-      } else if (hidden) {
-        metrics.push({ label: `+${hidden} zero`, value: '', cls: 'm-more' });
+      const all = Object.entries(prof.metrics);
+      const kept = all.filter(([k]) => !REDUNDANT_QPROF.includes(k));
+      omitted += all.length - kept.length;
+      metrics = kept.map(([k, m]) => ({ label: m.displayName || k, value: sparkTotal(m.spark ?? m.value), full: String(m.spark ?? m.value) }));
+    } else {
+      metrics = (n.metrics || []).map((m) => ({ label: m.name, value: sparkTotal(m.value), full: String(m.value) }));
+      if (prof && prof.metrics && lines.length) {
+        const redundant = new Set(REDUNDANT_QPROF.map((k) => prof.metrics[k] && prof.metrics[k].displayName).filter(Boolean));
+        const kept = metrics.filter((m) => !redundant.has(m.label));
+        omitted += metrics.length - kept.length;
+        metrics = kept;
       }
     }
+    const room = Math.max(1, maxLines - lines.length);
+    if (metrics.length > room) {
+      const nonZero = metrics.filter((m) => !isZeroValue(m.value));
+      omitted += metrics.length - nonZero.length;
+      metrics = nonZero;
+    }
+    if (metrics.length + (omitted ? 1 : 0) > room) {
+      const keep = Math.max(0, room - 1);
+      omitted += metrics.length - keep;
+      metrics = metrics.slice(0, keep);
+    }
+    if (omitted) metrics.push({ label: `+${omitted} more`, value: '', cls: 'm-more' });
     return lines.concat(metrics);
   }
 
@@ -667,7 +682,8 @@
       c.labelW = textWidth(c.label, G.labelSize, 600) + (c.pct ? textWidth(c.pct, G.pillSize, 700) + 18 : 0) + 14;
     }
 
-    // Box sizes.
+    // Box sizes; big plans get terser boxes.
+    const maxLines = L.size <= 12 ? G.maxLines : L.size <= 24 ? 6 : 4;
     for (const v of L.values()) {
       const n = v.raw;
       const share = heat.share.get(v.id);
@@ -676,7 +692,7 @@
       const maxName = G.maxTextW - (pillW ? pillW + 8 : 0);
       v.name = fitText(n.nodeName || `#${v.id}`, G.nameSize, 600, maxName);
       let w = textWidth(v.name, G.nameSize, 600) + (pillW ? pillW + 8 : 0);
-      v.lines = nodeLines(n, v.prof, heat).map((ln) => {
+      v.lines = nodeLines(n, v.prof, heat, maxLines).map((ln) => {
         const valueW = ln.value ? textWidth(ln.value, G.metricSize, 600) : 0;
         const sep = ln.value ? ': ' : '';
         const label = fitText(ln.label, G.metricSize, 400, Math.max(60, G.maxTextW - valueW - 8));
@@ -772,9 +788,11 @@
           if (y2 <= y1) continue;
           const xa = Math.max(m.x, p.x);
           const xb = Math.min(m.x + m.w, p.x + p.w);
-          const x1 = xb - xa >= 24 ? xa - P : Math.min(m.x, p.x) - P;
-          const x2 = xb - xa >= 24 ? xb + P : Math.max(m.x + m.w, p.x + p.w) + P;
-          c.rects.push({ x: x1, y: y1 - 1, w: x2 - x1, h: y2 - y1 + 2 });
+          const inside = xb - xa >= 24;
+          const x1 = inside ? xa - P : Math.min(m.x, p.x) - P;
+          const x2 = inside ? xb + P : Math.max(m.x + m.w, p.x + p.w) + P;
+          const o = inside ? P : 1; // reach into both boxes' padding to hide the rounded corners
+          c.rects.push({ x: x1, y: y1 - o, w: x2 - x1, h: y2 - y1 + 2 * o, connector: true });
         }
       }
     }
@@ -822,8 +840,9 @@
       const strokes = s('g', { class: 'cl-stroke' });
       const fills = s('g', { class: 'cl-fill' });
       for (const r of c.rects) {
-        strokes.append(s('rect', { x: r.x, y: r.y, width: r.w, height: r.h, rx: 8 }));
-        fills.append(s('rect', { x: r.x, y: r.y, width: r.w, height: r.h, rx: 8 }));
+        const rx = r.connector ? 0 : 8;
+        strokes.append(s('rect', { x: r.x, y: r.y, width: r.w, height: r.h, rx }));
+        fills.append(s('rect', { x: r.x, y: r.y, width: r.w, height: r.h, rx }));
       }
       g.append(strokes, fills);
       const lx = c.top.x - G.clusterPad + 8;
@@ -933,7 +952,7 @@
     const nodes = [];
     const edges = [];
     const walk = (n) => {
-      nodes.push({ nodeId: n.id, nodeName: n.name, desc: n.display || n.name, metrics: [] });
+      nodes.push({ nodeId: n.id, nodeName: n.name, desc: n.display || n.name, metrics: [], fromProfile: true });
       for (const c of n.children || []) {
         edges.push({ fromId: c.id, toId: n.id });
         walk(c);
@@ -1074,7 +1093,7 @@
       rows ? ['Rows', rows] : null,
       ['Jobs', jobIds.length ? jobIdsCell(app, sql, jobsById) : DASH],
       stageLinks.length ? ['Stages', h('span', { class: 'chips' }, stageLinks)] : null,
-      sql.queryId ? ['Query UUID', h('span', { class: 'mono small' }, sql.queryId)] : null,
+      sql.queryId ? ['Query UUID', h('span', { class: 'mono small' }, sql.queryId), 'span2'] : null,
     ]);
 
     const title = `Query ${sql.id != null ? sql.id : id}`;
@@ -1209,9 +1228,9 @@
         td(String(t.index), 'num'),
         td(String(t.attempt != null ? t.attempt : 0), 'num'),
         td(statusBadge(t.status)),
-        td([h('span', { class: 'mono' }, t.executorId || DASH), t.host ? h('span', { class: 'muted' }, ` ${t.host}`) : null]),
-        td(t.taskLocality || DASH, 'muted'),
-        td(fmtDate(t.launchTime)),
+        td([h('span', { class: 'mono' }, t.executorId || DASH), t.host ? h('span', { class: 'muted' }, ` ${t.host}`) : null],
+          'nowrap', t.taskLocality ? `locality: ${t.taskLocality}` : null),
+        td(fmtDate(t.launchTime), 'nowrap'),
         td(fmtMs(t.duration), 'num'),
         td(isNum(m.executorCpuTime) ? fmtMs(m.executorCpuTime / 1e6) : DASH, 'num'),
         td(m.jvmGcTime ? fmtMs(m.jvmGcTime) : DASH, 'num'),
@@ -1231,7 +1250,7 @@
           st.details ? h('details', { class: 'stack' }, h('summary', null, 'Call site'), h('pre', null, st.details)) : null),
         card('Task metrics', { id: 'task-metrics' }, quantiles),
         card(`Tasks (${tasks.length})`, { id: 'tasks' }, table({ id: 'tasks-table' },
-          [['Task', 'num'], ['Index', 'num'], ['Attempt', 'num'], 'Status', 'Executor', 'Locality', 'Launched',
+          [['Task', 'num'], ['Index', 'num'], ['Attempt', 'num'], 'Status', 'Executor', 'Launched',
             ['Duration', 'num'], ['CPU time', 'num'], ['GC time', 'num'], ['Peak exec. memory', 'num'], 'Error'],
           taskRows, 'No tasks recorded')),
       ],
@@ -1240,11 +1259,11 @@
 
   // ------------------------------------------------------------------ page: executors
 
+  // Peak memory metrics shown in the executors table (when any executor reports them).
   const PEAK_METRICS = [
     ['JVMHeapMemory', 'Peak JVM heap'],
     ['JVMOffHeapMemory', 'Peak JVM off-heap'],
-    ['OnHeapExecutionMemory', 'Peak on-heap execution'],
-    ['OffHeapExecutionMemory', 'Peak off-heap execution'],
+    ['OffHeapExecutionMemory', 'Peak off-heap exec.'],
     ['ProcessTreeJVMRSSMemory', 'Peak RSS'],
   ];
 
@@ -1257,6 +1276,10 @@
     const list = execs || [];
     const peaks = PEAK_METRICS.filter(([k]) => list.some((e) => e.peakMemoryMetrics && isNum(e.peakMemoryMetrics[k])));
     const sum = (k) => list.reduce((a, e) => a + (isNum(e[k]) ? e[k] : 0), 0);
+    const tasksText = (done, failed, total, active) => [
+      h('span', null, fmtInt(done)), ' / ',
+      failed ? h('span', { class: 'failed-text' }, fmtInt(failed)) : '0', ' / ', fmtInt(total),
+      active ? h('span', { class: 'muted' }, ` (${fmtInt(active)} running)`) : null];
     const rows = list.map((e) => {
       const pm = e.peakMemoryMetrics || {};
       return h('tr', { class: `executor-row${e.isActive ? '' : ' dead'}`, 'data-executor-id': e.id },
@@ -1264,37 +1287,45 @@
         td(h('span', { class: 'mono' }, e.hostPort || DASH)),
         td(e.isActive ? h('span', { class: 'badge badge-ok' }, 'Active') : h('span', { class: 'badge badge-neutral' }, 'Dead')),
         td(fmtInt(e.totalCores), 'num'),
-        td(fmtInt(e.activeTasks), 'num'),
-        td(fmtInt(e.completedTasks), 'num'),
-        td(e.failedTasks ? h('span', { class: 'failed-text' }, fmtInt(e.failedTasks)) : '0', 'num'),
-        td(fmtInt(e.totalTasks), 'num'),
-        td([fmtMs(e.totalDuration), e.totalGCTime ? h('span', { class: 'muted' }, ` (${fmtMs(e.totalGCTime)} GC)`) : null], 'num'),
+        td(tasksText(e.completedTasks, e.failedTasks, e.totalTasks, e.activeTasks), 'num'),
+        td([fmtMs(e.totalDuration), e.totalGCTime ? h('div', { class: 'muted small' }, `${fmtMs(e.totalGCTime)} GC`) : null], 'num'),
         td(fmtBytes(e.totalInputBytes), 'num'),
         td(fmtBytes(e.totalShuffleRead), 'num'),
         td(fmtBytes(e.totalShuffleWrite), 'num'),
-        td(`${fmtBytes(e.memoryUsed)} / ${fmtBytes(e.maxMemory)}`, 'num', 'storage memory used / max'),
+        td([fmtBytes(e.maxMemory), h('div', { class: 'muted small' }, `${fmtBytes(e.memoryUsed)} used`)], 'num', 'storage memory: max / used'),
         peaks.map(([k]) => td(isNum(pm[k]) ? fmtBytes(pm[k]) : DASH, 'num')));
     });
     const active = list.filter((e) => e.isActive).length;
     const foot = list.length > 1 ? h('tfoot', null, h('tr', { class: 'total-row' },
-      td('Total'), td(''), td(`${active} active`), td(fmtInt(sum('totalCores')), 'num'), td(fmtInt(sum('activeTasks')), 'num'),
-      td(fmtInt(sum('completedTasks')), 'num'), td(fmtInt(sum('failedTasks')), 'num'), td(fmtInt(sum('totalTasks')), 'num'),
+      td('Total'), td(''), td(`${active} active`), td(fmtInt(sum('totalCores')), 'num'),
+      td(tasksText(sum('completedTasks'), sum('failedTasks'), sum('totalTasks'), sum('activeTasks')), 'num'),
       td(fmtMs(sum('totalDuration')), 'num'), td(fmtBytes(sum('totalInputBytes')), 'num'),
       td(fmtBytes(sum('totalShuffleRead')), 'num'), td(fmtBytes(sum('totalShuffleWrite')), 'num'),
-      td(`${fmtBytes(sum('memoryUsed'))} / ${fmtBytes(sum('maxMemory'))}`, 'num'), peaks.map(() => td('')))) : null;
+      td(fmtBytes(sum('maxMemory')), 'num'), peaks.map(() => td('')))) : null;
     const t = table({ id: 'executors-table' },
-      ['Executor', 'Address', 'Status', ['Cores', 'num'], ['Active', 'num', 'active tasks'], ['Completed', 'num', 'completed tasks'],
-        ['Failed', 'num', 'failed tasks'], ['Total', 'num', 'total tasks'], ['Task time (GC)', 'num'], ['Input', 'num'],
-        ['Shuffle read', 'num'], ['Shuffle write', 'num'], ['Storage mem / max', 'num'],
+      ['Executor', 'Address', 'Status', ['Cores', 'num'], ['Tasks done / failed / total', 'num'], ['Task time', 'num'],
+        ['Input', 'num'], ['Shuffle read', 'num'], ['Shuffle write', 'num'], ['Max memory', 'num', 'storage memory'],
         ...peaks.map(([k, label]) => [label, 'num', k])],
       rows, 'No executors');
     if (foot) t.querySelector('table').append(foot);
+
+    // Every peak executor metric that some executor reports as non-zero.
+    const keys = [];
+    for (const e of list) {
+      for (const [k, v] of Object.entries(e.peakMemoryMetrics || {})) if (v && !keys.includes(k)) keys.push(k);
+    }
+    const fmtPeak = (k, v) => (!isNum(v) ? DASH : /Count$/.test(k) ? fmtInt(v) : /Time$/.test(k) ? fmtMs(v) : fmtBytes(v));
+    const peakCard = keys.length ? card('Peak executor metrics', { id: 'peak-metrics' }, table({ id: 'peak-table', class: 'data compact' },
+      ['Metric', ...list.map((e) => [e.id, 'num'])],
+      keys.map((k) => h('tr', { class: 'peak-row' }, td(k, 'mono'), list.map((e) => td(fmtPeak(k, (e.peakMemoryMetrics || {})[k]), 'num')))))) : null;
+
     return {
       title: 'Executors',
       crumbs: [...appCrumbs(app, info), ['Executors', null]],
       nodes: [
         pageHeader('Executors', null, `${list.length} executor${list.length === 1 ? '' : 's'}, ${active} active`),
         card(null, null, t),
+        peakCard,
       ],
     };
   }

@@ -1,0 +1,487 @@
+//! qprof's logs: written, replayed, and shaped like Spark's own.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
+use qprof_core::profile::{
+    NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskMetric, TaskProfile, names,
+};
+use qprof_eventlog::layout::discover;
+use qprof_eventlog::profile_events::QueryRecord;
+use qprof_eventlog::replay::Replay;
+use qprof_eventlog::rest;
+use qprof_eventlog::writer::{AppLog, AppStart, LogConfig};
+use serde_json::Value;
+
+const T0: i64 = 1_795_333_318_986;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("qprof-writer-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn task(stage: u32, id: u64) -> TaskRef {
+    TaskRef {
+        stage_id: stage,
+        stage_attempt: 0,
+        task_id: id,
+        partition: (id % 2) as u32,
+    }
+}
+
+fn metric(name: &str, kind: MetricKind, values: &[(Option<TaskRef>, i64)]) -> NodeMetric {
+    let tasks = values
+        .iter()
+        .map(|(task, value)| TaskValue {
+            task: *task,
+            value: *value,
+        })
+        .collect();
+    NodeMetric::summed(name, &format!("{name} shown"), kind, tasks)
+}
+
+fn node(
+    id: usize,
+    name: &str,
+    stage: u32,
+    metrics: Vec<NodeMetric>,
+    children: Vec<ProfileNode>,
+) -> ProfileNode {
+    ProfileNode {
+        id,
+        name: name.into(),
+        display: format!("{name}: details"),
+        stage_id: Some(stage),
+        metrics,
+        info: vec![("note".into(), format!("node {id}"))],
+        children,
+    }
+}
+
+fn task_profile(id: u64, start: i64, rows: i64) -> TaskProfile {
+    let m = |name: &str, kind, value| TaskMetric {
+        name: name.into(),
+        kind,
+        value,
+    };
+    TaskProfile {
+        task_id: id,
+        partition: (id % 2) as u32,
+        start_epoch_millis: start as u64,
+        finish_epoch_millis: (start + 40) as u64,
+        metrics: vec![
+            m(names::WALL_NANOS, MetricKind::NsTiming, 30_000_000),
+            m(
+                names::CPU_NANOS,
+                MetricKind::NsTiming,
+                20_000_000 + id as i64,
+            ),
+            m(names::OUTPUT_ROWS, MetricKind::Sum, rows),
+            m(names::OUTPUT_BYTES, MetricKind::Size, rows * 8),
+            m(names::PEAK_MEMORY_BYTES, MetricKind::Size, 1 << (10 + id)),
+        ],
+    }
+}
+
+/// A two-stage query: scans and partial aggregates in tasks 10 and 11 (stage 3), a final
+/// aggregate in task 12 (stage 4), and a value recorded outside any task. Node ids are
+/// pre-order positions, as qprof assigns them.
+fn profile() -> QueryProfile {
+    let (a, b, c) = (task(3, 10), task(3, 11), task(4, 12));
+    let scan = node(
+        3,
+        "DataSourceExec",
+        3,
+        vec![
+            metric(
+                names::OUTPUT_ROWS,
+                MetricKind::Sum,
+                &[(Some(a), 600), (Some(b), 400)],
+            ),
+            metric(
+                names::SELF_CPU_NANOS,
+                MetricKind::NsTiming,
+                &[(Some(a), 9_000_000), (Some(b), 9_000_000)],
+            ),
+        ],
+        vec![],
+    );
+    let partial = node(
+        2,
+        "AggregateExec",
+        3,
+        vec![
+            metric(
+                names::OUTPUT_ROWS,
+                MetricKind::Sum,
+                &[(Some(a), 3), (Some(b), 3)],
+            ),
+            metric(
+                names::PEAK_MEMORY_BYTES,
+                MetricKind::Size,
+                &[(Some(a), 4096), (Some(b), 4096)],
+            ),
+        ],
+        vec![scan],
+    );
+    let exchange = node(
+        1,
+        "RepartitionExec",
+        4,
+        vec![
+            metric(names::OUTPUT_ROWS, MetricKind::Sum, &[(Some(c), 6)]),
+            metric(
+                names::SELF_WALL_NANOS,
+                MetricKind::NsTiming,
+                &[(Some(c), 1_000_000), (None, 7_000_000)],
+            ),
+        ],
+        vec![partial],
+    );
+    let root = node(
+        0,
+        "AggregateExec",
+        4,
+        vec![metric(names::OUTPUT_ROWS, MetricKind::Sum, &[(Some(c), 3)])],
+        vec![exchange],
+    );
+    QueryProfile {
+        id: 1,
+        sql: "select k, count(*) from t group by k".into(),
+        rows: 3,
+        duration_nanos: 120_000_000,
+        start_epoch_millis: (T0 + 1000) as u64,
+        plan: root,
+        stages: vec![
+            StageProfile {
+                id: 3,
+                node_ids: vec![2, 3],
+                tasks: vec![
+                    task_profile(10, T0 + 1010, 3),
+                    task_profile(11, T0 + 1011, 3),
+                ],
+            },
+            StageProfile {
+                id: 4,
+                node_ids: vec![0, 1],
+                tasks: vec![task_profile(12, T0 + 1060, 3)],
+            },
+        ],
+    }
+}
+
+fn app_start() -> AppStart {
+    AppStart {
+        name: "qprof test".into(),
+        user: "tester".into(),
+        host: "localhost".into(),
+        cores: 2,
+        start_epoch_millis: T0,
+        engine: "DataFusion 55.2.0".into(),
+        properties: vec![("datafusion.execution.target_partitions".into(), "2".into())],
+    }
+}
+
+fn write_app(dir: &Path, zstd: bool, roll_bytes: u64, failed_second: bool) -> PathBuf {
+    let config = LogConfig {
+        dir: dir.to_path_buf(),
+        zstd,
+        roll_bytes,
+    };
+    let mut log = AppLog::create(&config, &app_start()).unwrap();
+    let p = profile();
+    let record = |error: Option<String>| QueryRecord {
+        description: "q1".into(),
+        sql: &p.sql,
+        plan_text: "AggregateExec\n  RepartitionExec".into(),
+        start_epoch_millis: T0 + 1000,
+        end_epoch_millis: T0 + 1120,
+        profile: Some(&p),
+        error,
+    };
+    log.log_query(&record(None)).unwrap();
+    log.log_query(&record(
+        failed_second.then(|| "Execution error: boom".to_string()),
+    ))
+    .unwrap();
+    log.finish(T0 + 2000, 0, Some(1 << 20)).unwrap()
+}
+
+fn replay_one(dir: &Path) -> Replay {
+    let sources = discover(dir).unwrap();
+    assert_eq!(sources.len(), 1);
+    Replay::load(sources[0].clone()).unwrap()
+}
+
+#[test]
+fn a_written_log_replays_to_the_profile() {
+    let dir = temp_dir("replay");
+    write_app(&dir, false, u64::MAX, true);
+    let replay = replay_one(&dir);
+    let state = replay.state();
+    assert!(!replay.source().in_progress);
+    assert_eq!(state.skipped.corrupt_lines, 0);
+    // the extension event is known to qprof's reader
+    assert_eq!(state.skipped.unknown_events, 0);
+    assert_eq!(state.info.name.as_deref(), Some("qprof test"));
+    assert_eq!(state.info.end_time, Some(T0 + 2000));
+    assert_eq!(state.executions.len(), 2);
+    assert_eq!(state.jobs.len(), 2);
+    // stage ids come from the profile; the second query reuses them here (one profile twice)
+    let sql = rest::sql(state, 0, true, true).unwrap();
+    assert_eq!(sql["status"], "COMPLETED");
+    assert_eq!(rest::sql(state, 1, true, true).unwrap()["status"], "FAILED");
+    // every node metric renders as the profile renders it
+    let p = profile();
+    let expected: HashMap<(i64, String), String> = p
+        .plan
+        .iter()
+        .flat_map(|n| {
+            n.metrics
+                .iter()
+                .map(move |m| ((n.id as i64, m.display_name.clone()), m.spark_string()))
+        })
+        .collect();
+    let mut seen = 0;
+    for node in sql["nodes"].as_array().unwrap() {
+        for m in node["metrics"].as_array().unwrap() {
+            let key = (
+                node["nodeId"].as_i64().unwrap(),
+                m["name"].as_str().unwrap().to_string(),
+            );
+            assert_eq!(
+                Some(m["value"].as_str().unwrap()),
+                expected.get(&key).map(String::as_str),
+                "{key:?}"
+            );
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, expected.len());
+    // the driver value is rendered with its (driver) annotation
+    assert!(expected.values().any(|v| v.contains("(driver)")));
+    // tasks, task metrics and stage figures
+    let stage = rest::stage_attempt(
+        state,
+        3,
+        0,
+        &rest::StageOptions {
+            details: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(stage["numCompleteTasks"], 2);
+    assert_eq!(stage["inputRecords"], 1000);
+    assert_eq!(stage["shuffleWriteRecords"], 6);
+    assert_eq!(stage["executorCpuTime"], 40_000_021);
+    let final_stage = rest::stage_attempt(state, 4, 0, &rest::StageOptions::default()).unwrap();
+    assert_eq!(final_stage["shuffleReadRecords"], 6);
+    let summary = rest::task_summary(state, 3, 0, &[0.0, 1.0]).unwrap();
+    assert_eq!(
+        summary["peakExecutionMemory"],
+        serde_json::json!([1024.0 * 1024.0, 2048.0 * 1024.0])
+    );
+    // the profile itself is carried along
+    let ext = rest::qprof_profile(state, 0).unwrap();
+    assert_eq!(ext["query"]["sql"], p.sql.as_str());
+    assert_eq!(ext["query"]["plan"]["name"], "AggregateExec");
+    // environment strings are never null (clients call string methods on them)
+    let env = rest::environment(state).unwrap();
+    assert!(env["runtime"]["scalaVersion"].is_string());
+    assert!(
+        env["runtime"]["javaVersion"]
+            .as_str()
+            .unwrap()
+            .contains("DataFusion")
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn zstd_and_rolled_logs_replay_to_the_same_state() {
+    let plain = temp_dir("plain");
+    let packed = temp_dir("zstd");
+    write_app(&plain, false, u64::MAX, false);
+    write_app(&packed, true, 4096, false);
+    let files = std::fs::read_dir(packed.join(format!("eventlog_v2_local-{T0}")))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_str()
+                .unwrap()
+                .ends_with(".zstd")
+        })
+        .count();
+    assert!(files > 2, "expected several rolled files, got {files}");
+    let (a, b) = (replay_one(&plain), replay_one(&packed));
+    let render = |r: &Replay| {
+        let s = r.state();
+        (
+            rest::sql_list(s, true, true, 0, 100),
+            rest::stages(
+                s,
+                &[],
+                &rest::StageOptions {
+                    details: true,
+                    ..Default::default()
+                },
+            )
+            .unwrap(),
+            rest::jobs(s, &[]).unwrap(),
+        )
+    };
+    let (x, y) = (render(&a), render(&b));
+    // query ids are random per write; everything else must agree
+    let strip = |mut v: Value| {
+        for e in v.as_array_mut().unwrap() {
+            e.as_object_mut().unwrap().shift_remove("queryId");
+        }
+        v
+    };
+    assert_eq!(strip(x.0), strip(y.0));
+    assert_eq!(x.1, y.1);
+    assert_eq!(x.2, y.2);
+    std::fs::remove_dir_all(&plain).unwrap();
+    std::fs::remove_dir_all(&packed).unwrap();
+}
+
+/// Every event qprof writes has the keys, in the order, of the same event in Spark's log.
+#[test]
+fn events_have_spark_key_lists() {
+    let oracle = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/spark-oracle/events/eventlog_v2_local-1795333320377/events_1_local-1795333320377");
+    let mut spark: HashMap<String, Value> = HashMap::new();
+    for line in std::fs::read_to_string(oracle).unwrap().lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let name = v["Event"].as_str().unwrap().to_string();
+        // Spark's failed-task and job-failure variants carry more keys; keep the first success
+        spark.entry(name).or_insert(v);
+    }
+    let dir = temp_dir("keys");
+    let app = write_app(&dir, false, u64::MAX, false);
+    let name = app
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .trim_start_matches("eventlog_v2_")
+        .to_string();
+    let text = std::fs::read_to_string(app.join(format!("events_1_{name}"))).unwrap();
+    fn keys(v: &Value) -> Vec<String> {
+        v.as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+    let mut compared = 0;
+    for line in text.lines() {
+        let ours: Value = serde_json::from_str(line).unwrap();
+        let event = ours["Event"].as_str().unwrap();
+        if event.starts_with("org.qprof.") {
+            continue;
+        }
+        let theirs = spark
+            .get(event)
+            .unwrap_or_else(|| panic!("Spark's log has no {event}"));
+        let mut want = keys(theirs);
+        if event == "SparkListenerStageSubmitted"
+            || event == "SparkListenerStageCompleted"
+            || event == "SparkListenerJobStart"
+        {
+            // compare the nested stage info too
+            let info = |v: &Value| {
+                let i = v
+                    .get("Stage Info")
+                    .or_else(|| v["Stage Infos"].get(0))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                keys(&i)
+                    .into_iter()
+                    .filter(|k| k != "Failure Reason")
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(info(&ours), info(theirs), "{event} stage info");
+        }
+        if event == "SparkListenerTaskEnd" {
+            assert_eq!(keys(&ours["Task Metrics"]), keys(&theirs["Task Metrics"]));
+            assert_eq!(keys(&ours["Task Info"]), keys(&theirs["Task Info"]));
+            assert_eq!(
+                keys(&ours["Task Executor Metrics"]),
+                keys(&theirs["Task Executor Metrics"])
+            );
+        }
+        if event.ends_with("SQLExecutionStart") {
+            assert_eq!(keys(&ours["sparkPlanInfo"]), keys(&theirs["sparkPlanInfo"]));
+            let id = ours["queryId"].as_str().unwrap();
+            let groups: Vec<usize> = id.split('-').map(str::len).collect();
+            assert_eq!(groups, [8, 4, 4, 4, 12], "{id} is not a UUID");
+        }
+        want.retain(|k| !(event == "SparkListenerJobEnd" && k == "Exception"));
+        assert_eq!(keys(&ours), want, "{event}");
+        compared += 1;
+    }
+    assert!(compared > 20);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_killed_writer_leaves_a_replayable_in_progress_log() {
+    let dir = temp_dir("killed");
+    let config = LogConfig::new(&dir);
+    let mut log = AppLog::create(&config, &app_start()).unwrap();
+    let p = profile();
+    log.log_query(&QueryRecord {
+        description: "q1".into(),
+        sql: &p.sql,
+        plan_text: String::new(),
+        start_epoch_millis: T0 + 1000,
+        end_epoch_millis: T0 + 1120,
+        profile: Some(&p),
+        error: None,
+    })
+    .unwrap();
+    let app_dir = log.dir().to_path_buf();
+    // the process dies: nothing more is written, nothing is finished
+    std::mem::forget(log);
+    // and a half-written line is left at the end
+    let events = std::fs::read_dir(&app_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("events_")
+        })
+        .unwrap();
+    let mut bytes = std::fs::read(&events).unwrap();
+    let complete_lines = bytes.iter().filter(|b| **b == b'\n').count();
+    bytes.extend_from_slice(b"{\"Event\":\"SparkListenerTaskStart\",\"Stage ID\":");
+    std::fs::write(&events, &bytes).unwrap();
+    let replay = replay_one(&dir);
+    assert!(replay.source().in_progress);
+    let state = replay.state();
+    assert_eq!(
+        state.skipped.corrupt_lines, 0,
+        "the partial line waits for more bytes"
+    );
+    assert_eq!(state.executions.len(), 1);
+    assert_eq!(state.info.end_time, None);
+    let info = qprof_eventlog::replay::scan_info(replay.source()).unwrap();
+    let attempt = rest::AttemptSource {
+        info: &info,
+        completed: false,
+        last_updated: T0 + 5000,
+        log_source: String::new(),
+    };
+    let json = rest::attempt_info(&attempt);
+    assert_eq!(json["completed"], false);
+    assert_eq!(json["endTime"], "1969-12-31T23:59:59.999GMT");
+    assert!(complete_lines > 10);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
