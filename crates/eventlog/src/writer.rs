@@ -21,6 +21,10 @@ use crate::spark::{EXECUTOR_METRIC_NAMES, SPARK_VERSION, events};
 /// Default size after which a new event file is started (Spark's default: 128 MiB).
 pub const DEFAULT_ROLL_BYTES: u64 = 128 * 1024 * 1024;
 
+/// The attempt id qprof gives its applications. Spark's clients address an application's
+/// data through its first attempt when it has one, and some only work when it does.
+pub const ATTEMPT_ID: &str = "1";
+
 /// Where and how to write logs.
 #[derive(Debug, Clone)]
 pub struct LogConfig {
@@ -118,14 +122,18 @@ impl AppLog {
         let mut stamp = app.start_epoch_millis;
         let (app_id, dir) = loop {
             let app_id = format!("local-{stamp}");
-            let dir = config.dir.join(format!("{ROLLING_DIR_PREFIX}{app_id}"));
+            let dir = config
+                .dir
+                .join(format!("{ROLLING_DIR_PREFIX}{app_id}_{ATTEMPT_ID}"));
             match std::fs::create_dir(&dir) {
                 Ok(()) => break (app_id, dir),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => stamp += 1,
                 Err(e) => return Err(EventLogError::io(&dir, e)),
             }
         };
-        let marker = dir.join(format!("{APPSTATUS_PREFIX}{app_id}{IN_PROGRESS_SUFFIX}"));
+        let marker = dir.join(format!(
+            "{APPSTATUS_PREFIX}{app_id}_{ATTEMPT_ID}{IN_PROGRESS_SUFFIX}"
+        ));
         File::create(&marker).map_err(io(&marker))?;
         let mut log = AppLog {
             app_id,
@@ -225,6 +233,7 @@ impl AppLog {
                 "Event": events::APPLICATION_START,
                 "App Name": app.name,
                 "App ID": self.app_id,
+                "App Attempt ID": ATTEMPT_ID,
                 "Timestamp": t,
                 "User": app.user,
             }),
@@ -234,7 +243,7 @@ impl AppLog {
     fn file_path(&self, index: u32) -> PathBuf {
         let codec = if self.zstd { Codec::Zstd } else { Codec::None };
         self.dir.join(format!(
-            "{EVENTS_FILE_PREFIX}{index}_{}{}",
+            "{EVENTS_FILE_PREFIX}{index}_{}_{ATTEMPT_ID}{}",
             self.app_id,
             codec.extension()
         ))
@@ -335,10 +344,12 @@ impl AppLog {
             sink.finish().map_err(io(&path))?;
         }
         let marker = self.dir.join(format!(
-            "{APPSTATUS_PREFIX}{}{IN_PROGRESS_SUFFIX}",
+            "{APPSTATUS_PREFIX}{}_{ATTEMPT_ID}{IN_PROGRESS_SUFFIX}",
             self.app_id
         ));
-        let done = self.dir.join(format!("{APPSTATUS_PREFIX}{}", self.app_id));
+        let done = self
+            .dir
+            .join(format!("{APPSTATUS_PREFIX}{}_{ATTEMPT_ID}", self.app_id));
         std::fs::rename(&marker, &done).map_err(io(&marker))?;
         Ok(self.dir)
     }

@@ -1,1 +1,114 @@
-//! placeholder
+//! qprof's history server: Spark's `/api/v1` REST API and a web UI over a directory of
+//! event logs written by qprof or by Spark. It reads logs only; it never runs queries.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = qprof_server::LogStore::open(std::path::Path::new("qprof-events"))?;
+//! let app = qprof_server::router(std::sync::Arc::new(store));
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:18080").await?;
+//! axum::serve(listener, app).await?;
+//! # Ok(()) }
+//! ```
+#![deny(missing_docs)]
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::json;
+
+pub mod api;
+pub mod store;
+mod ui;
+
+pub use store::LogStore;
+
+use api::{Answer, ApiError, Params};
+
+type Shared = Arc<LogStore>;
+
+/// The server's routes: `/api/v1/...`, `/qprof/v1/...`, and the web UI at `/`.
+pub fn router(store: Shared) -> Router {
+    Router::new()
+        .route("/", get(ui::index))
+        .route("/static/{file}", get(ui::asset))
+        .route("/api/v1/{*path}", get(api_v1))
+        .route("/qprof/v1/{*path}", get(qprof_v1))
+        .fallback(not_found)
+        .with_state(store)
+}
+
+async fn not_found() -> Response {
+    error_response(&ApiError::NotFound("no such page".into()))
+}
+
+fn error_response(e: &ApiError) -> Response {
+    let status = match e {
+        ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+        ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+        ApiError::Log(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    (status, axum::Json(json!({ "message": e.to_string() }))).into_response()
+}
+
+fn respond(result: Result<Answer, ApiError>) -> Response {
+    match result {
+        Ok(Answer::Json(v)) => axum::Json(v).into_response(),
+        Ok(Answer::Zip { file_name, bytes }) => (
+            [
+                (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+                (
+                    header::CONTENT_DISPOSITION,
+                    format!("attachment; filename={file_name}"),
+                ),
+            ],
+            bytes,
+        )
+            .into_response(),
+        Err(e) => error_response(&e),
+    }
+}
+
+/// Runs a blocking request handler (file reads, replays) off the async workers.
+async fn blocking(f: impl FnOnce() -> Result<Answer, ApiError> + Send + 'static) -> Response {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(result) => respond(result),
+        Err(e) => error_response(&ApiError::BadRequest(format!("request failed: {e}"))),
+    }
+}
+
+fn segments(path: &str) -> Vec<String> {
+    path.split('/')
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+async fn api_v1(
+    State(store): State<Shared>,
+    Path(path): Path<String>,
+    params: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let params = match params {
+        Ok(Query(p)) => Params(p),
+        Err(e) => return error_response(&ApiError::BadRequest(e.body_text())),
+    };
+    blocking(move || {
+        let segs = segments(&path);
+        let refs: Vec<&str> = segs.iter().map(String::as_str).collect();
+        api::api_v1(&store, &refs, &params)
+    })
+    .await
+}
+
+async fn qprof_v1(State(store): State<Shared>, Path(path): Path<String>) -> Response {
+    blocking(move || {
+        let segs = segments(&path);
+        let refs: Vec<&str> = segs.iter().map(String::as_str).collect();
+        api::qprof_v1(&store, &refs)
+    })
+    .await
+}

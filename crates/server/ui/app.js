@@ -244,7 +244,8 @@
     return h('div', { id: 'error', class: 'error-box', role: 'alert' },
       h('div', { class: 'error-title' }, 'Could not load this page'),
       h('div', { class: 'error-message' }, (e && e.message) || String(e)),
-      status || (e && e.url) ? h('div', { class: 'error-detail' }, [status, e.url].filter(Boolean).join(' · ')) : null);
+      status || (e && e.url) ? h('div', { class: 'error-detail' }, [status, e.url].filter(Boolean).join(' · ')) : null,
+      h('div', { class: 'error-back' }, link('#/', '← All applications')));
   }
 
   function pageHeader(title, badge, subtitle, actions) {
@@ -334,7 +335,7 @@
     return h('tr', { class: `stage-row${st.status === 'FAILED' ? ' failed' : ''}`, 'data-stage-id': st.stageId, 'data-attempt-id': st.attemptId },
       td(link(href, `${st.stageId}.${st.attemptId}`, { class: 'mono', title: `stage ${st.stageId}, attempt ${st.attemptId}` })),
       td(statusBadge(st.status)),
-      td(h('span', { class: 'clip', title: st.name || '' }, st.name || DASH)),
+      td(st.name || DASH, 'desc-cell', st.name || null),
       td(fmtDate(st.submissionTime), 'nowrap'),
       td(tasksCell(st.numCompleteTasks, st.numFailedTasks, st.numTasks, st.numKilledTasks)),
       td(st.inputBytes ? fmtBytes(st.inputBytes) : DASH, 'num'),
@@ -367,8 +368,7 @@
       return h('tr', { class: `sql-row${q.status === 'FAILED' ? ' failed' : ''}`, 'data-sql-id': q.id },
         td(link(href, String(q.id), { class: 'mono' }), 'num'),
         td(statusBadge(q.status)),
-        td(h('span', { class: 'clip wide', title: q.description || '' }, link(href, q.description || `Query ${q.id}`)),
-          null, null),
+        td(link(href, q.description || `Query ${q.id}`), 'desc-cell', q.description || null),
         td(fmtDate(q.submissionTime), 'nowrap'),
         td(fmtMs(q.duration), 'num'),
         td(jobIdsCell(app, q, jobsById)));
@@ -392,7 +392,7 @@
       after: () => {
         if (route.focus === 'stages') {
           const el = document.getElementById('stages');
-          if (el) el.scrollIntoView();
+          if (el) window.scrollTo(0, Math.max(0, el.getBoundingClientRect().top + window.scrollY - 60));
         }
       },
       nodes: [
@@ -986,21 +986,27 @@
         `${fmtPct(share)} · ${heat.fmt(heat.self.get(n.nodeId))}`) : null));
     const desc = (prof && prof.display) || n.desc;
     if (desc && desc !== n.nodeName) out.push(h('pre', { class: 'desc' }, desc));
+    let sparkTable = null;
     if ((n.metrics || []).length) {
-      out.push(table({ class: 'data compact' }, ['Spark metric', ['Total', 'num'], ['Min', 'num'], ['Median', 'num'], ['Max', 'num'], 'Max at'],
+      sparkTable = table({ class: 'data compact metrics' }, ['Spark metric', ['Total', 'num'], ['Min', 'num'], ['Median', 'num'], ['Max', 'num']],
         n.metrics.map((m) => {
           const p = parseSparkMetric(m.value);
-          return h('tr', null, td(m.name), td(p.total, 'num'), td(p.min || '', 'num'), td(p.med || '', 'num'), td(p.max || '', 'num'), td(p.where || '', 'muted'));
-        })));
+          return h('tr', null, td(m.name, 'metric-name'), td(p.total, 'num'), td(p.min || '', 'num'), td(p.med || '', 'num'),
+            td(p.max || '', 'num', p.where ? `max at ${p.where}` : null));
+        }));
     }
-    if (prof && prof.metrics && Object.keys(prof.metrics).length) {
-      out.push(table({ class: 'data compact' }, ['qprof metric', ['Value', 'num'], ['Min', 'num'], ['Median', 'num'], ['Max', 'num'], ['Tasks', 'num']],
+    const hasProf = prof && prof.metrics && Object.keys(prof.metrics).length;
+    if (hasProf) {
+      out.push(table({ class: 'data compact metrics' }, ['qprof metric', ['Value', 'num'], ['Min', 'num'], ['Median', 'num'], ['Max', 'num'], ['Tasks', 'num']],
         Object.entries(prof.metrics).map(([k, m]) => h('tr', null,
-          td(m.displayName || k, null, k),
+          td(m.displayName || k, 'metric-name', k),
           td(fmtProfileValue(m, m.value), 'num', m.spark != null ? `Spark: ${m.spark}` : null),
           td(fmtProfileValue(m, m.min), 'num'), td(fmtProfileValue(m, m.median), 'num'),
           td(fmtProfileValue(m, m.max), 'num', m.maxTaskId != null ? `task ${m.maxTaskId}` : null),
           td(m.tasks != null ? fmtInt(m.tasks) : DASH, 'num')))));
+      if (sparkTable) out.push(h('details', { class: 'more-metrics' }, h('summary', null, `Spark metrics (${n.metrics.length})`), sparkTable));
+    } else if (sparkTable) {
+      out.push(sparkTable);
     }
     if (prof && prof.info && Object.keys(prof.info).length) {
       out.push(facts(Object.entries(prof.info).map(([k, v]) => [k, typeof v === 'object' ? JSON.stringify(v) : String(v)])));
@@ -1042,13 +1048,14 @@
       console.error(e);
       graphEl = h('p', { class: 'error-box' }, `Could not draw the plan: ${e.message}`);
     }
-    const firstHot = heat.ranked.length ? heat.ranked[0][0] : (nodes.length ? nodes[nodes.length - 1].nodeId : null);
-    onSelect(firstHot);
+    const plain = nodes.filter((n) => !WSCG_RE.test(n.nodeName || '')).map((n) => n.nodeId).sort((a, b) => a - b);
+    const firstSel = heat.ranked.length ? heat.ranked[0][0] : plain.length ? plain[0] : nodes.length ? nodes[0].nodeId : null;
+    onSelect(firstSel);
 
     // Hottest operators.
     const topRows = heat.ranked.filter(([, sh]) => sh > 0).slice(0, 8).map(([nid, sh]) => {
       const n = byId.get(nid);
-      return h('tr', { class: `hot-row${heat.hot.has(nid) ? ' hot' : ''}`, 'data-node-id': nid, onclick: () => onSelect(nid) },
+      return h('tr', { class: `hot-row${heat.hot.has(nid) ? ' hot' : ''}`, 'data-op-id': nid, onclick: () => onSelect(nid) },
         td(h('span', { class: 'mono muted' }, `#${nid}`)),
         td(h('button', { type: 'button', class: 'linkish' }, n ? n.nodeName : `#${nid}`)),
         td(heat.fmt(heat.self.get(nid)), 'num'),
@@ -1106,6 +1113,8 @@
           rows ? h('span', { class: 'stat' }, h('span', { class: 'stat-k' }, 'Rows'), h('span', { class: 'stat-v' }, rows)) : null,
           h('span', { class: 'stat' }, h('span', { class: 'stat-k' }, 'Operators'), h('span', { class: 'stat-v' }, String(nodes.length))),
         ]),
+        failed && sql.errorMessage ? h('div', { class: 'error-message-box banner' },
+          h('span', { class: 'error-title' }, 'Failed: '), h('span', { class: 'banner-text' }, firstLine(sql.errorMessage))) : null,
         card('Physical plan', { id: 'plan', class: 'card plan-card' }, legend, graphEl),
         h('div', { class: 'two-col' },
           card('Top operators by self time', { id: 'top-operators' },
@@ -1224,7 +1233,7 @@
       const m = t.taskMetrics || {};
       const err = t.errorMessage || '';
       return h('tr', { class: `task-row${t.status === 'FAILED' ? ' failed' : ''}`, 'data-task-id': t.taskId },
-        td(String(t.taskId), 'num mono'),
+        td(String(t.taskId), 'num'),
         td(String(t.index), 'num'),
         td(String(t.attempt != null ? t.attempt : 0), 'num'),
         td(statusBadge(t.status)),

@@ -1,0 +1,399 @@
+//! Spark's `/api/v1` endpoints and qprof's `/qprof/v1` extension, resolved from the path
+//! segments and query parameters of a request. JSON shapes come from
+//! [`qprof_eventlog::rest`]; this module only routes, validates and reports errors.
+
+use std::io::Write;
+
+use qprof_eventlog::EventLogError;
+use qprof_eventlog::rest::{self, AttemptSource, RestError, StageOptions};
+use qprof_eventlog::state::AppState;
+use serde_json::{Value, json};
+
+use crate::store::{ListedApp, LogStore};
+
+/// What an API request produces.
+#[derive(Debug)]
+pub enum Answer {
+    /// A JSON document.
+    Json(Value),
+    /// A zip archive of an application's log files.
+    Zip {
+        /// Download name.
+        file_name: String,
+        /// Archive bytes.
+        bytes: Vec<u8>,
+    },
+}
+
+/// Why a request failed, with its HTTP status.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Unknown application, job, stage, ... (404).
+    #[error("{0}")]
+    NotFound(String),
+    /// A malformed parameter (400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// The log could not be read (500).
+    #[error("{0}")]
+    Log(#[from] EventLogError),
+}
+
+impl From<RestError> for ApiError {
+    fn from(e: RestError) -> ApiError {
+        match e {
+            RestError::NotFound(m) => ApiError::NotFound(m),
+            RestError::BadRequest(m) => ApiError::BadRequest(m),
+        }
+    }
+}
+
+type ApiResult = Result<Answer, ApiError>;
+
+/// Query parameters, repeated keys kept.
+#[derive(Debug, Default)]
+pub struct Params(pub Vec<(String, String)>);
+
+impl Params {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn all(&self, key: &str) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(k, _)| k == key)
+            .flat_map(|(_, v)| v.split(',').map(str::to_string))
+            .filter(|v| !v.is_empty())
+            .collect()
+    }
+
+    fn flag(&self, key: &str, default: bool) -> Result<bool, ApiError> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
+            Some(v) if v.eq_ignore_ascii_case("false") => Ok(false),
+            Some(v) => Err(ApiError::BadRequest(format!(
+                "parameter '{key}' must be true or false, not '{v}'"
+            ))),
+        }
+    }
+
+    fn number<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T, ApiError> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(v) => v.parse().map_err(|_| {
+                ApiError::BadRequest(format!(
+                    "parameter '{key}' must be a non-negative integer, not '{v}'"
+                ))
+            }),
+        }
+    }
+
+    fn date(&self, key: &str) -> Result<Option<i64>, ApiError> {
+        self.get(key)
+            .map(|v| {
+                qprof_eventlog::spark::parse_date(v).ok_or_else(|| {
+                    ApiError::BadRequest(format!(
+                        "parameter '{key}': '{v}' is not a date (yyyy-MM-dd or yyyy-MM-dd'T'HH:mm:ss.SSS'GMT')"
+                    ))
+                })
+            })
+            .transpose()
+    }
+}
+
+fn id_segment(text: &str, what: &str) -> Result<i64, ApiError> {
+    text.parse()
+        .map_err(|_| ApiError::NotFound(format!("unknown {what}: {text}")))
+}
+
+fn attempt_source(app: &ListedApp) -> AttemptSource<'_> {
+    AttemptSource {
+        info: &app.info,
+        completed: !app.source.in_progress,
+        last_updated: app.last_updated,
+        log_source: format!("file:{}", app.source.name),
+    }
+}
+
+fn application_json(id: &str, attempts: &[ListedApp]) -> Value {
+    let sources: Vec<AttemptSource<'_>> = attempts.iter().map(attempt_source).collect();
+    rest::application_info(id, &sources)
+}
+
+/// `/api/v1/applications` with Spark's filters.
+fn applications(store: &LogStore, params: &Params) -> ApiResult {
+    let status = match params.get("status").map(str::to_ascii_lowercase).as_deref() {
+        None => None,
+        Some("completed") => Some(true),
+        Some("running") => Some(false),
+        Some(other) => {
+            return Err(ApiError::BadRequest(format!(
+                "unknown status '{other}' (expected completed or running)"
+            )));
+        }
+    };
+    let (min_date, max_date) = (params.date("minDate")?, params.date("maxDate")?);
+    let (min_end, max_end) = (params.date("minEndDate")?, params.date("maxEndDate")?);
+    let limit: usize = params.number("limit", usize::MAX)?;
+    let mut by_id: Vec<(String, Vec<ListedApp>)> = Vec::new();
+    for app in store.list()? {
+        match by_id.iter_mut().find(|(id, _)| id == app.id()) {
+            Some((_, attempts)) => attempts.push(app),
+            None => by_id.push((app.id().to_string(), vec![app])),
+        }
+    }
+    let mut apps: Vec<(i64, Value)> = Vec::new();
+    for (id, mut attempts) in by_id {
+        attempts.sort_by(|a, b| b.info.start_time.cmp(&a.info.start_time));
+        let keep = |a: &ListedApp| {
+            let start = a.info.start_time.unwrap_or(0);
+            let end = if a.source.in_progress {
+                -1
+            } else {
+                a.info.end_time.unwrap_or(a.last_updated)
+            };
+            status.is_none_or(|completed| completed == !a.source.in_progress)
+                && min_date.is_none_or(|d| start >= d)
+                && max_date.is_none_or(|d| start <= d)
+                && min_end.is_none_or(|d| end >= d)
+                && max_end.is_none_or(|d| end <= d)
+        };
+        if !attempts.iter().any(keep) {
+            continue;
+        }
+        let end = attempts
+            .iter()
+            .map(|a| {
+                if a.source.in_progress {
+                    i64::MAX
+                } else {
+                    a.info.end_time.unwrap_or(0)
+                }
+            })
+            .max()
+            .unwrap_or(0);
+        apps.push((end, application_json(&id, &attempts)));
+    }
+    // running applications first, then by end time, newest first
+    apps.sort_by(|a, b| b.0.cmp(&a.0));
+    Ok(Answer::Json(Value::Array(
+        apps.into_iter().take(limit).map(|(_, v)| v).collect(),
+    )))
+}
+
+/// Application resources that can follow `applications/{id}/` (anything else is an attempt).
+const RESOURCES: [&str; 9] = [
+    "jobs",
+    "stages",
+    "executors",
+    "allexecutors",
+    "sql",
+    "environment",
+    "logs",
+    "storage",
+    "allmiscellaneousprocess",
+];
+
+/// Answers `GET /api/v1/<segments>`.
+pub fn api_v1(store: &LogStore, segments: &[&str], params: &Params) -> ApiResult {
+    match segments {
+        ["version"] => Ok(Answer::Json(rest::version())),
+        ["applications"] => applications(store, params),
+        ["applications", id, rest @ ..] => {
+            let attempts = store.attempts(id)?;
+            if attempts.is_empty() {
+                return Err(ApiError::NotFound(format!("no such app: {id}")));
+            }
+            match rest {
+                [] => Ok(Answer::Json(application_json(id, &attempts))),
+                [attempt, rest @ ..] if !RESOURCES.contains(attempt) => {
+                    let Some(app) = attempts
+                        .iter()
+                        .find(|a| a.info.attempt_id.as_deref() == Some(attempt))
+                    else {
+                        return Err(ApiError::NotFound(format!(
+                            "unknown app attempt: {id}/{attempt}"
+                        )));
+                    };
+                    match rest {
+                        [] => Ok(Answer::Json(rest::attempt_info(&attempt_source(app)))),
+                        _ => app_resource(store, app, rest, params),
+                    }
+                }
+                _ => app_resource(store, &attempts[0], rest, params),
+            }
+        }
+        _ => Err(ApiError::NotFound(format!(
+            "no such endpoint: /api/v1/{}",
+            segments.join("/")
+        ))),
+    }
+}
+
+fn stage_options(params: &Params, details_default: bool) -> Result<StageOptions, ApiError> {
+    Ok(StageOptions {
+        details: params.flag("details", details_default)?,
+        with_summaries: params.flag("withSummaries", false)?,
+        quantiles: match params.get("quantiles") {
+            Some(q) => rest::parse_quantiles(q)?,
+            None => Vec::new(),
+        },
+        task_statuses: params.all("taskStatus"),
+    })
+}
+
+fn app_resource(store: &LogStore, app: &ListedApp, path: &[&str], params: &Params) -> ApiResult {
+    if path == ["logs"] {
+        return Ok(logs_zip(app)?);
+    }
+    let replay = store.replay(app)?;
+    let state: &AppState = replay.state();
+    let json = match path {
+        ["jobs"] => rest::jobs(state, &params.all("status"))?,
+        ["jobs", id] => rest::job(state, id_segment(id, "job")?)?,
+        ["stages"] => rest::stages(state, &params.all("status"), &stage_options(params, false)?)?,
+        ["stages", id] => rest::stage(
+            state,
+            id_segment(id, "stage")?,
+            &stage_options(params, true)?,
+        )?,
+        ["stages", id, attempt] => rest::stage_attempt(
+            state,
+            id_segment(id, "stage")?,
+            id_segment(attempt, "stage attempt")?,
+            &stage_options(params, true)?,
+        )?,
+        ["stages", id, attempt, "taskSummary"] => {
+            let quantiles = match params.get("quantiles") {
+                Some(q) => rest::parse_quantiles(q)?,
+                None => Vec::new(),
+            };
+            rest::task_summary(
+                state,
+                id_segment(id, "stage")?,
+                id_segment(attempt, "stage attempt")?,
+                &quantiles,
+            )?
+        }
+        ["stages", id, attempt, "taskList"] => rest::task_list(
+            state,
+            id_segment(id, "stage")?,
+            id_segment(attempt, "stage attempt")?,
+            params.number("offset", 0)?,
+            params.number("length", 20)?,
+            params.get("sortBy"),
+            &params.all("status"),
+        )?,
+        ["executors"] => rest::executors(state, false),
+        ["allexecutors"] => rest::executors(state, true),
+        ["environment"] => rest::environment(state)?,
+        ["sql"] => rest::sql_list(
+            state,
+            params.flag("details", true)?,
+            params.flag("planDescription", true)?,
+            params.number("offset", 0)?,
+            params.number("length", 20)?,
+        ),
+        ["sql", id] => rest::sql(
+            state,
+            id_segment(id, "query execution id")?,
+            params.flag("details", true)?,
+            params.flag("planDescription", true)?,
+        )?,
+        ["storage", "rdd"] | ["allmiscellaneousprocess"] => json!([]),
+        ["storage", "rdd", id] => {
+            return Err(ApiError::NotFound(format!("unknown rdd: {id}")));
+        }
+        _ => {
+            return Err(ApiError::NotFound(format!(
+                "no such endpoint for application {}: {}",
+                app.id(),
+                path.join("/")
+            )));
+        }
+    };
+    Ok(Answer::Json(json))
+}
+
+/// Answers `GET /qprof/v1/<segments>`: qprof's additions to Spark's API.
+pub fn qprof_v1(store: &LogStore, segments: &[&str]) -> ApiResult {
+    match segments {
+        ["applications", id, "sql", exec, "profile"] => {
+            let attempts = store.attempts(id)?;
+            let app = attempts
+                .first()
+                .ok_or_else(|| ApiError::NotFound(format!("no such app: {id}")))?;
+            let replay = store.replay(app)?;
+            Ok(Answer::Json(rest::qprof_profile(
+                replay.state(),
+                id_segment(exec, "query execution id")?,
+            )?))
+        }
+        ["applications", id, "skipped"] => {
+            let attempts = store.attempts(id)?;
+            let app = attempts
+                .first()
+                .ok_or_else(|| ApiError::NotFound(format!("no such app: {id}")))?;
+            let replay = store.replay(app)?;
+            let s = replay.state().skipped;
+            Ok(Answer::Json(json!({
+                "unknownEvents": s.unknown_events,
+                "corruptLines": s.corrupt_lines,
+                "bytesReplayed": replay.bytes_applied(),
+            })))
+        }
+        _ => Err(ApiError::NotFound(format!(
+            "no such endpoint: /qprof/v1/{}",
+            segments.join("/")
+        ))),
+    }
+}
+
+/// The application's log files as a zip, entries named as in the log directory.
+fn logs_zip(app: &ListedApp) -> Result<Answer, ApiError> {
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default();
+    let rolling = app.source.path.is_dir();
+    let zip_err = |e: zip::result::ZipError| ApiError::BadRequest(format!("cannot build zip: {e}"));
+    if rolling {
+        zip.add_directory(format!("{}/", app.source.name), options)
+            .map_err(zip_err)?;
+    }
+    let mut files: Vec<std::path::PathBuf> =
+        app.source.files.iter().map(|f| f.path.clone()).collect();
+    if rolling {
+        // the status marker belongs to the log too
+        if let Ok(entries) = std::fs::read_dir(&app.source.path) {
+            for e in entries.flatten() {
+                if e.file_name().to_string_lossy().starts_with("appstatus_") {
+                    files.push(e.path());
+                }
+            }
+        }
+    }
+    for path in files {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let entry = if rolling {
+            format!("{}/{name}", app.source.name)
+        } else {
+            name
+        };
+        let bytes = std::fs::read(&path).map_err(|e| EventLogError::io(&path, e))?;
+        zip.start_file(entry, options).map_err(zip_err)?;
+        zip.write_all(&bytes)
+            .map_err(|e| EventLogError::io(&path, e))?;
+    }
+    let bytes = zip.finish().map_err(zip_err)?.into_inner();
+    Ok(Answer::Zip {
+        file_name: format!("eventLogs-{}.zip", app.id()),
+        bytes,
+    })
+}
