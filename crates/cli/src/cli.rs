@@ -24,6 +24,35 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Serve event logs: Spark's REST API under /api/v1 and a web UI.
+    Serve(ServeArgs),
+}
+
+/// Where the event log goes.
+#[derive(Debug, Args)]
+pub struct LogOptions {
+    /// Directory for Spark-compatible event logs (one application per run).
+    #[arg(long, value_name = "DIR", default_value = "qprof-events")]
+    pub event_log_dir: PathBuf,
+    /// Compress event logs with zstd.
+    #[arg(long)]
+    pub event_log_compress: bool,
+    /// Write no event log.
+    #[arg(long, conflicts_with_all = ["event_log_dir", "event_log_compress"])]
+    pub no_event_log: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Directory of event logs (qprof's or Spark's).
+    #[arg(long, value_name = "DIR", default_value = "qprof-events")]
+    pub log_dir: PathBuf,
+    /// Port to listen on (0: any free port).
+    #[arg(long, default_value_t = 18080)]
+    pub port: u16,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1", value_name = "ADDR")]
+    pub bind: String,
 }
 
 /// Options shared by the commands that execute queries.
@@ -38,6 +67,8 @@ pub struct ExecOptions {
     /// Partitions per operator (DataFusion's target_partitions); default: the number of cores.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub partitions: Option<u16>,
+    #[command(flatten)]
+    pub log: LogOptions,
 }
 
 #[derive(Debug, Args)]
@@ -193,6 +224,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run(args) => runtime.block_on(crate::run::run_tpch(args)),
         Command::Sql(args) => runtime.block_on(crate::run::run_sql(args)),
+        Command::Serve(args) => runtime.block_on(crate::history::serve(args)),
         Command::Bench(BenchCommand::Overhead(args)) => {
             if cfg!(debug_assertions) {
                 eprintln!(

@@ -3,6 +3,7 @@
 
 mod bench;
 mod cli;
+mod history;
 mod run;
 
 use std::process::ExitCode;

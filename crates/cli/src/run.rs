@@ -13,6 +13,7 @@ use qprof_datafusion::ProfilingSession;
 use qprof_tpch::{DatasetPaths, ScaleFactor};
 
 use crate::cli::{ExecOptions, QueryList, RunArgs, SqlArgs, TableFormat, check_dir, data_dir};
+use crate::history::{History, describe_sql};
 
 /// The session configuration qprof runs with (and benchmarks against).
 pub fn session_config(partitions: Option<u16>) -> SessionConfig {
@@ -55,17 +56,23 @@ pub async fn run_tpch(args: RunArgs) -> Result<()> {
         .await
         .context("cannot register TPC-H tables")?;
     let queries = QueryList::or_all(args.queries.as_ref());
+    let mut history = History::start(&args.exec.log, &session)?;
     let mut profiles = Vec::with_capacity(queries.len());
     for q in queries {
         let sql = qprof_tpch::query(q).with_context(|| format!("no TPC-H query {q}"))?;
-        let run = session
-            .run(q, sql)
-            .await
-            .with_context(|| format!("TPC-H query {q} failed"))?;
+        let outcome = session.run_recorded(q, sql).await;
+        history.record(&format!("q{q}"), sql, &outcome)?;
+        let run = match outcome {
+            Ok(run) => run,
+            Err(failure) => {
+                history.finish(1)?;
+                return Err(failure.error).with_context(|| format!("TPC-H query {q} failed"));
+            }
+        };
         print_profile(&run.profile, args.exec.top)?;
         profiles.push(run.profile);
     }
-    finish(&profiles, &args.exec)
+    finish(&profiles, &args.exec, history)
 }
 
 pub async fn run_sql(args: SqlArgs) -> Result<()> {
@@ -94,12 +101,21 @@ pub async fn run_sql(args: SqlArgs) -> Result<()> {
         };
         registered.with_context(|| format!("cannot register table '{}'", table.name))?;
     }
-    let run = session.run(1, &args.sql).await?;
+    let mut history = History::start(&args.exec.log, &session)?;
+    let outcome = session.run_recorded(1, &args.sql).await;
+    history.record(&describe_sql(&args.sql), &args.sql, &outcome)?;
+    let run = match outcome {
+        Ok(run) => run,
+        Err(failure) => {
+            history.finish(1)?;
+            return Err(failure.error.into());
+        }
+    };
     let pretty = datafusion::arrow::util::pretty::pretty_format_batches(&run.batches)
         .context("cannot format the result")?;
     println!("{pretty}");
     print_profile(&run.profile, args.exec.top)?;
-    finish(&[run.profile], &args.exec)
+    finish(&[run.profile], &args.exec, history)
 }
 
 fn print_profile(profile: &QueryProfile, top: usize) -> Result<()> {
@@ -108,7 +124,7 @@ fn print_profile(profile: &QueryProfile, top: usize) -> Result<()> {
     Ok(())
 }
 
-fn finish(profiles: &[QueryProfile], exec: &ExecOptions) -> Result<()> {
+fn finish(profiles: &[QueryProfile], exec: &ExecOptions, history: History) -> Result<()> {
     let total: u64 = profiles.iter().map(|p| p.duration_nanos).sum();
     println!(
         "{} queries, {} rows, {} in total",
@@ -119,6 +135,9 @@ fn finish(profiles: &[QueryProfile], exec: &ExecOptions) -> Result<()> {
     if let Some(path) = &exec.profile_out {
         write_profiles(profiles, path)?;
         println!("profiles written to {}", path.display());
+    }
+    if let Some(dir) = history.finish(0)? {
+        println!("event log written to {}", dir.display());
     }
     Ok(())
 }

@@ -29,16 +29,26 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
         "qprof-eventlog",
         &[
             "datafusion",
+            "arrow",
+            "parquet",
             "tokio",
             "axum",
             "qprof-datafusion",
+            "qprof-tpch",
             "qprof-server",
             "qprof-cli",
         ],
     ),
     (
         "qprof-server",
-        &["datafusion", "qprof-datafusion", "qprof-cli"],
+        &[
+            "datafusion",
+            "arrow",
+            "parquet",
+            "qprof-datafusion",
+            "qprof-tpch",
+            "qprof-cli",
+        ],
     ),
 ];
 

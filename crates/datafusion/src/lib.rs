@@ -27,5 +27,7 @@ mod stats;
 pub use collect::{QueryInfo, RunIds, collect_profile};
 pub use exec::ProfiledExec;
 pub use rule::ProfilingRule;
-pub use session::{ProfileError, ProfiledQuery, ProfilingSession, plain_context};
+pub use session::{
+    ProfileError, ProfiledQuery, ProfilingSession, QueryFailure, plain_context, plan_text,
+};
 pub use spawn::install_spawn_attribution;

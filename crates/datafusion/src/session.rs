@@ -109,15 +109,36 @@ impl ProfilingSession {
     /// # Errors
     /// Fails if DataFusion cannot plan or execute the statement.
     pub async fn run(&self, query_id: usize, sql: &str) -> Result<ProfiledQuery, ProfileError> {
+        self.run_recorded(query_id, sql).await.map_err(|f| f.error)
+    }
+
+    /// Like [`ProfilingSession::run`], but a query that fails while running still yields
+    /// the profile of what ran until the failure.
+    ///
+    /// # Errors
+    /// Fails if DataFusion cannot plan or execute the statement; the failure carries the
+    /// partial profile when the statement was planned.
+    pub async fn run_recorded(
+        &self,
+        query_id: usize,
+        sql: &str,
+    ) -> Result<ProfiledQuery, QueryFailure> {
         let start = Instant::now();
         let start_epoch_millis = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        let frame = self.context.sql(sql).await?;
-        let plan = frame.create_physical_plan().await?;
-        let batches = collect(Arc::clone(&plan), self.context.task_ctx()).await?;
+        let unplanned = |e: DataFusionError| QueryFailure {
+            error: e.into(),
+            profile: None,
+            start_epoch_millis,
+        };
+        let frame = self.context.sql(sql).await.map_err(unplanned)?;
+        let plan = frame.create_physical_plan().await.map_err(unplanned)?;
+        let outcome = collect(Arc::clone(&plan), self.context.task_ctx()).await;
         let duration = start.elapsed();
-        let rows = batches.iter().map(|b| b.num_rows() as u64).sum();
+        let rows = outcome.as_ref().map_or(0, |batches| {
+            batches.iter().map(|b| b.num_rows() as u64).sum()
+        });
         let mut profile = collect_profile(
             &plan,
             QueryInfo {
@@ -136,12 +157,37 @@ impl ProfilingSession {
                     .to_string(),
             ));
         }
-        Ok(ProfiledQuery {
-            batches,
-            plan,
-            profile,
-        })
+        match outcome {
+            Ok(batches) => Ok(ProfiledQuery {
+                batches,
+                plan,
+                profile,
+            }),
+            Err(e) => Err(QueryFailure {
+                error: e.into(),
+                profile: Some(Box::new(profile)),
+                start_epoch_millis,
+            }),
+        }
     }
+}
+
+/// A query that failed, with what is known about it.
+#[derive(Debug)]
+pub struct QueryFailure {
+    /// Why it failed.
+    pub error: ProfileError,
+    /// The profile up to the failure, if the query was planned.
+    pub profile: Option<Box<QueryProfile>>,
+    /// When the query started, epoch ms.
+    pub start_epoch_millis: u64,
+}
+
+/// The executed plan as indented text (the same text as DataFusion's EXPLAIN shows).
+pub fn plan_text(plan: &Arc<dyn ExecutionPlan>) -> String {
+    datafusion::physical_plan::displayable(plan.as_ref())
+        .indent(true)
+        .to_string()
 }
 
 /// A plain DataFusion context with the same configuration as a [`ProfilingSession`] would

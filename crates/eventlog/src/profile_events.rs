@@ -105,7 +105,7 @@ fn plan_info(node: &ProfileNode, accs: &Accumulators) -> Value {
     })
 }
 
-fn find<'a>(plan: &'a ProfileNode, id: usize) -> Option<&'a ProfileNode> {
+fn find(plan: &ProfileNode, id: usize) -> Option<&ProfileNode> {
     plan.iter().find(|n| n.id == id)
 }
 

@@ -136,7 +136,7 @@ fn count_tasks<'a>(stages: impl Iterator<Item = &'a Stage>) -> TaskCounts {
     c
 }
 
-fn stage_attempts<'a>(state: &'a AppState, id: i64) -> impl Iterator<Item = &'a Stage> {
+fn stage_attempts(state: &AppState, id: i64) -> impl Iterator<Item = &Stage> {
     state
         .stages
         .range((id, i64::MIN)..=(id, i64::MAX))

@@ -39,7 +39,7 @@ fn metric(name: &str, kind: MetricKind, values: &[(Option<TaskRef>, i64)]) -> No
             value: *value,
         })
         .collect();
-    NodeMetric::summed(name, &format!("{name} shown"), kind, tasks)
+    NodeMetric::summed(name, format!("{name} shown"), kind, tasks)
 }
 
 fn node(

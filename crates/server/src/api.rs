@@ -149,7 +149,7 @@ fn applications(store: &LogStore, params: &Params) -> ApiResult {
     }
     let mut apps: Vec<(i64, Value)> = Vec::new();
     for (id, mut attempts) in by_id {
-        attempts.sort_by(|a, b| b.info.start_time.cmp(&a.info.start_time));
+        attempts.sort_by_key(|a| std::cmp::Reverse(a.info.start_time));
         let keep = |a: &ListedApp| {
             let start = a.info.start_time.unwrap_or(0);
             let end = if a.source.in_progress {
@@ -157,7 +157,7 @@ fn applications(store: &LogStore, params: &Params) -> ApiResult {
             } else {
                 a.info.end_time.unwrap_or(a.last_updated)
             };
-            status.is_none_or(|completed| completed == !a.source.in_progress)
+            status.is_none_or(|completed| completed != a.source.in_progress)
                 && min_date.is_none_or(|d| start >= d)
                 && max_date.is_none_or(|d| start <= d)
                 && min_end.is_none_or(|d| end >= d)
@@ -180,7 +180,7 @@ fn applications(store: &LogStore, params: &Params) -> ApiResult {
         apps.push((end, application_json(&id, &attempts)));
     }
     // running applications first, then by end time, newest first
-    apps.sort_by(|a, b| b.0.cmp(&a.0));
+    apps.sort_by_key(|a| std::cmp::Reverse(a.0));
     Ok(Answer::Json(Value::Array(
         apps.into_iter().take(limit).map(|(_, v)| v).collect(),
     )))
@@ -249,7 +249,7 @@ fn stage_options(params: &Params, details_default: bool) -> Result<StageOptions,
 
 fn app_resource(store: &LogStore, app: &ListedApp, path: &[&str], params: &Params) -> ApiResult {
     if path == ["logs"] {
-        return Ok(logs_zip(app)?);
+        return logs_zip(app);
     }
     let replay = store.replay(app)?;
     let state: &AppState = replay.state();

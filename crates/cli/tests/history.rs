@@ -1,0 +1,425 @@
+//! End to end: `qprof sql` / `qprof run` leave event logs; `qprof serve` serves them to
+//! spark-history-cli 1.5.0 and to a real headless Chromium.
+//!
+//! Needs what `scripts/install-test-deps.sh` installs (Chromium, and a virtualenv with
+//! spark-history-cli in `target/test-venv`).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
+
+fn qprof() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_qprof"))
+}
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("qprof-history-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A running `qprof serve`, stopped on drop.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Server {
+    fn start(log_dir: &Path) -> Server {
+        let mut child = qprof()
+            .args(["serve", "--port", "0", "--log-dir"])
+            .arg(log_dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+            .trim_end_matches('/')
+            .to_string();
+        Server { child, url }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Writes a small CSV table and runs `qprof sql` over it with the event log in `events`.
+fn sql_app(dir: &Path, events: &Path, sql: &str) -> std::process::Output {
+    let csv = dir.join("t.csv");
+    let mut text = String::from("k,v\n");
+    for i in 0..2000 {
+        text.push_str(&format!("{},{}\n", i % 7, i));
+    }
+    std::fs::write(&csv, text).unwrap();
+    qprof()
+        .args(["sql", sql, "--partitions", "2", "--table"])
+        .arg(format!("t={}", csv.display()))
+        .arg("--event-log-dir")
+        .arg(events)
+        .output()
+        .unwrap()
+}
+
+fn venv_cli() -> PathBuf {
+    let cli = workspace().join("target/test-venv/bin/spark-history-cli");
+    assert!(
+        cli.exists(),
+        "spark-history-cli is missing: run scripts/install-test-deps.sh first"
+    );
+    cli
+}
+
+fn shc(server: &Server, args: &[&str]) -> std::process::Output {
+    Command::new(venv_cli())
+        .args(["--server", &server.url])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn shc_ok(server: &Server, args: &[&str]) -> String {
+    let out = shc(server, args);
+    assert!(
+        out.status.success(),
+        "spark-history-cli {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn every_command(server: &Server, app: &str, with_attempt: bool, out_dir: &Path) {
+    let stages: Value =
+        serde_json::from_str(&shc_ok(server, &["--json", "-a", app, "stages"])).unwrap();
+    // a stage with a successful task, for the summary
+    let stage = stages
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["numCompleteTasks"].as_i64().unwrap_or(0) > 0)
+        .expect("a completed stage")["stageId"]
+        .to_string();
+    let jobs: Value =
+        serde_json::from_str(&shc_ok(server, &["--json", "-a", app, "jobs"])).unwrap();
+    let job = jobs[0]["jobId"].to_string();
+    let sqls: Value = serde_json::from_str(&shc_ok(server, &["--json", "-a", app, "sql"])).unwrap();
+    let sql = sqls
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| !e["successJobIds"].as_array().unwrap().is_empty())
+        .expect("a SQL execution with a job")["id"]
+        .to_string();
+    let logs = out_dir.join(format!("{app}.zip"));
+    let logs = logs.to_str().unwrap();
+    let mut commands: Vec<Vec<&str>> = vec![
+        vec!["version"],
+        vec!["apps"],
+        vec!["apps", "--status", "completed", "--limit", "5"],
+        vec!["app", app],
+        vec!["-a", app, "attempts"],
+        vec!["-a", app, "jobs"],
+        vec!["-a", app, "jobs", "--status", "succeeded"],
+        vec!["-a", app, "job", &job],
+        vec!["-a", app, "job-stages", &job],
+        vec!["-a", app, "stages"],
+        vec!["-a", app, "stages", "--status", "complete"],
+        vec!["-a", app, "stage", &stage],
+        vec!["-a", app, "stage", &stage, "--attempt", "0"],
+        vec!["-a", app, "stage-summary", &stage],
+        vec!["-a", app, "stage-tasks", &stage],
+        vec!["-a", app, "stage-tasks", &stage, "--sort-by", "ID"],
+        vec!["-a", app, "executors"],
+        vec!["-a", app, "executors", "--all"],
+        vec!["-a", app, "sql"],
+        vec!["-a", app, "sql", &sql],
+        vec!["-a", app, "sql-jobs", &sql],
+        vec!["-a", app, "sql-plan", &sql],
+        vec!["-a", app, "sql-plan", &sql, "--dot"],
+        vec!["-a", app, "env"],
+        vec!["-a", app, "summary"],
+        vec!["-a", app, "rdds"],
+        vec!["-a", app, "processes"],
+        vec!["-a", app, "logs", logs],
+    ];
+    if with_attempt {
+        commands.push(vec!["-a", app, "attempt", "1"]);
+    }
+    for args in &commands {
+        shc_ok(server, args);
+        let mut json = vec!["--json"];
+        json.extend(args.iter().copied());
+        if !args.contains(&"logs") {
+            shc_ok(server, &json);
+        }
+    }
+    assert!(std::fs::metadata(logs).unwrap().len() > 100);
+}
+
+#[test]
+fn spark_history_cli_reads_qprof_logs_and_spark_logs() {
+    let dir = temp_dir("shc");
+    let events = dir.join("events");
+    let out = sql_app(
+        &dir,
+        &events,
+        "select k, count(*) as n, sum(v) as s from t group by k order by k",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let server = Server::start(&events);
+    let apps: Value = serde_json::from_str(&shc_ok(&server, &["--json", "apps"])).unwrap();
+    let app = apps[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(apps[0]["attempts"][0]["completed"], true);
+    every_command(&server, &app, true, &dir);
+    drop(server);
+    let oracle = workspace().join("../shared/spark-oracle/events");
+    let server = Server::start(&oracle);
+    every_command(&server, "local-1795333320377", false, &dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_failed_query_is_logged_as_failed_and_the_app_completes() {
+    let dir = temp_dir("failed");
+    let events = dir.join("events");
+    // fails while running (a cast error in a task), after planning
+    let out = sql_app(&dir, &events, "select cast(concat('x', k) as int) from t");
+    assert!(!out.status.success());
+    let app_dir = std::fs::read_dir(&events)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let names: Vec<String> = std::fs::read_dir(&app_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("appstatus_") && !n.ends_with(".inprogress")),
+        "{names:?}"
+    );
+    let events_file = names.iter().find(|n| n.starts_with("events_1_")).unwrap();
+    let text = std::fs::read_to_string(app_dir.join(events_file)).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let end = lines
+        .iter()
+        .find(|e| e["Event"].as_str().unwrap().ends_with("SQLExecutionEnd"))
+        .unwrap();
+    let message = end["errorMessage"].as_str().unwrap();
+    assert!(
+        message.contains("Cast error") || message.contains("cast"),
+        "{message}"
+    );
+    let app_end = lines.last().unwrap();
+    assert_eq!(app_end["Event"], "SparkListenerApplicationEnd");
+    assert_eq!(app_end["ExitCode"], 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_killed_run_leaves_an_in_progress_log_that_replays() {
+    let dir = temp_dir("killed");
+    let events = dir.join("events");
+    let data = dir.join("data");
+    let mut child = qprof()
+        .args(["run", "--tpch", "0.01", "--top", "0", "--data-dir"])
+        .arg(&data)
+        .arg("--event-log-dir")
+        .arg(&events)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // wait until some queries are logged, then kill -9
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let mut profiles = 0;
+    while profiles < 3 && reader.read_line(&mut line).unwrap() > 0 {
+        if line.starts_with("query ") || line.contains("rows in") {
+            profiles += 1;
+        }
+        line.clear();
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let server = Server::start(&events);
+    let apps: Value =
+        serde_json::from_str(&shc_ok(&server, &["--json", "apps", "--status", "running"])).unwrap();
+    assert_eq!(apps.as_array().unwrap().len(), 1, "{apps}");
+    let app = apps[0]["id"].as_str().unwrap();
+    let sql: Value = serde_json::from_str(&shc_ok(&server, &["--json", "-a", app, "sql"])).unwrap();
+    assert!(!sql.as_array().unwrap().is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn chromium(args: &[&str], url: &str) -> std::process::Output {
+    let profile = temp_dir("chromium-profile");
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            "--virtual-time-budget=8000",
+            "--window-size=1280,900",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("chromium is missing: run scripts/install-test-deps.sh first");
+    let _ = std::fs::remove_dir_all(&profile);
+    out
+}
+
+/// Decodes a screenshot and returns (width, height, share of pixels that differ from the
+/// most common colour, number of distinct colours).
+fn screenshot_stats(path: &Path) -> (u32, u32, f64, usize) {
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let channels = info.color_type.samples();
+    let mut counts = std::collections::HashMap::new();
+    for px in buf[..info.buffer_size()].chunks(channels) {
+        *counts.entry(px.to_vec()).or_insert(0usize) += 1;
+    }
+    let total: usize = counts.values().sum();
+    let background = counts.values().max().copied().unwrap_or(0);
+    (
+        info.width,
+        info.height,
+        1.0 - background as f64 / total as f64,
+        counts.len(),
+    )
+}
+
+#[test]
+fn every_page_renders_in_headless_chromium() {
+    let dir = temp_dir("ui");
+    let events = dir.join("events");
+    let out = qprof()
+        .args([
+            "run",
+            "--tpch",
+            "0.01",
+            "--queries",
+            "3",
+            "--top",
+            "0",
+            "--data-dir",
+        ])
+        .arg(dir.join("data"))
+        .arg("--event-log-dir")
+        .arg(&events)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let server = Server::start(&events);
+    let apps: Value = serde_json::from_str(&shc_ok(&server, &["--json", "apps"])).unwrap();
+    let app = apps[0]["id"].as_str().unwrap().to_string();
+    let graph: Value =
+        serde_json::from_str(&shc_ok(&server, &["--json", "-a", &app, "sql", "0"])).unwrap();
+    let node_count = graph["nodes"].as_array().unwrap().len();
+    assert!(node_count > 5);
+    let stages: Value =
+        serde_json::from_str(&shc_ok(&server, &["--json", "-a", &app, "stages"])).unwrap();
+    let stage = stages[0]["stageId"].as_i64().unwrap();
+    let pages = [
+        ("apps", "#/".to_string(), "tr.app-row"),
+        ("app", format!("#/app/{app}"), "tr.sql-row"),
+        ("query", format!("#/app/{app}/sql/0"), "plan-dag"),
+        (
+            "stage",
+            format!("#/app/{app}/stage/{stage}/0"),
+            "id=\"quantiles\"",
+        ),
+        (
+            "executors",
+            format!("#/app/{app}/executors"),
+            "tr.executor-row",
+        ),
+    ];
+    for (page, hash, marker) in pages {
+        let url = format!("{}/{hash}", server.url);
+        let dom = chromium(&["--dump-dom"], &url);
+        let html = String::from_utf8_lossy(&dom.stdout);
+        assert!(
+            html.contains("data-ready=\"1\""),
+            "{page}: never finished rendering"
+        );
+        assert!(
+            html.contains(&format!("data-page=\"{page}\"")),
+            "{page}: wrong page"
+        );
+        assert!(
+            !html.contains("id=\"error\""),
+            "{page}: shows an error:\n{html}"
+        );
+        let marker_found = match marker.split_once('.') {
+            Some((tag, class)) => html.contains(&format!("<{tag} class=\"{class}")),
+            None => html.contains(marker),
+        };
+        assert!(marker_found, "{page}: no {marker}");
+        if page == "query" {
+            // one box per plan node, and the operators dominating self time stand out
+            let boxes = html.matches("class=\"node").count();
+            assert!(boxes >= node_count, "{boxes} boxes for {node_count} nodes");
+            assert!(
+                html.contains("class=\"node hot") || html.contains(" hot\""),
+                "no hot operator"
+            );
+        }
+        let shot = dir.join(format!("{page}.png"));
+        let out = chromium(&[&format!("--screenshot={}", shot.display())], &url);
+        assert!(
+            shot.exists(),
+            "{page}: no screenshot: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (w, h, drawn, colours) = screenshot_stats(&shot);
+        assert_eq!((w, h), (1280, 900), "{page}");
+        assert!(
+            drawn > 0.02 && colours > 8,
+            "{page}: the screenshot is nearly blank ({drawn:.3} drawn, {colours} colours)"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
