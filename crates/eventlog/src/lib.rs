@@ -19,6 +19,7 @@ pub mod replay;
 pub mod rest;
 pub mod spark;
 pub mod state;
+mod task_event;
 pub mod writer;
 
 /// Errors reading or writing event logs.

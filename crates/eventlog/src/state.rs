@@ -9,7 +9,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
 use serde_json::Value;
 
+use serde::Deserialize;
+
 use crate::spark::{EXECUTOR_METRIC_NAMES, events};
+use crate::task_event::{Peaks, TaskEvent, TaskInfo};
 
 /// Peak values of Spark's 23 executor metrics, in [`EXECUTOR_METRIC_NAMES`] order.
 pub type ExecutorPeaks = [i64; 23];
@@ -212,58 +215,7 @@ pub struct TaskMetrics {
     pub records_written: i64,
 }
 
-/// Spark's names of the push-based shuffle read metrics in the event log, in order.
-const PUSH_LOG_NAMES: [&str; 9] = [
-    "Corrupt Merged Block Chunks",
-    "Merged Fetch Fallback Count",
-    "Merged Remote Blocks Fetched",
-    "Merged Local Blocks Fetched",
-    "Merged Remote Chunks Fetched",
-    "Merged Local Chunks Fetched",
-    "Merged Remote Bytes Read",
-    "Merged Local Bytes Read",
-    "Merged Remote Requests Duration",
-];
-
 impl TaskMetrics {
-    fn from_log(m: &Value) -> TaskMetrics {
-        let g = |v: &Value, k: &str| v.get(k).and_then(Value::as_i64).unwrap_or(0);
-        let null = Value::Null;
-        let sr = m.get("Shuffle Read Metrics").unwrap_or(&null);
-        let push = sr.get("Push Based Shuffle").unwrap_or(&null);
-        let sw = m.get("Shuffle Write Metrics").unwrap_or(&null);
-        let input = m.get("Input Metrics").unwrap_or(&null);
-        let output = m.get("Output Metrics").unwrap_or(&null);
-        TaskMetrics {
-            executor_deserialize_time: g(m, "Executor Deserialize Time"),
-            executor_deserialize_cpu_time: g(m, "Executor Deserialize CPU Time"),
-            executor_run_time: g(m, "Executor Run Time"),
-            executor_cpu_time: g(m, "Executor CPU Time"),
-            result_size: g(m, "Result Size"),
-            jvm_gc_time: g(m, "JVM GC Time"),
-            result_serialization_time: g(m, "Result Serialization Time"),
-            memory_bytes_spilled: g(m, "Memory Bytes Spilled"),
-            disk_bytes_spilled: g(m, "Disk Bytes Spilled"),
-            peak_execution_memory: g(m, "Peak Execution Memory"),
-            input_bytes: g(input, "Bytes Read"),
-            input_records: g(input, "Records Read"),
-            output_bytes: g(output, "Bytes Written"),
-            output_records: g(output, "Records Written"),
-            remote_blocks_fetched: g(sr, "Remote Blocks Fetched"),
-            local_blocks_fetched: g(sr, "Local Blocks Fetched"),
-            fetch_wait_time: g(sr, "Fetch Wait Time"),
-            remote_bytes_read: g(sr, "Remote Bytes Read"),
-            remote_bytes_read_to_disk: g(sr, "Remote Bytes Read To Disk"),
-            local_bytes_read: g(sr, "Local Bytes Read"),
-            records_read: g(sr, "Total Records Read"),
-            remote_reqs_duration: g(sr, "Remote Requests Duration"),
-            push: PUSH_LOG_NAMES.map(|k| g(push, k)),
-            bytes_written: g(sw, "Shuffle Bytes Written"),
-            write_time: g(sw, "Shuffle Write Time"),
-            records_written: g(sw, "Shuffle Records Written"),
-        }
-    }
-
     /// Shuffle bytes read, local and remote.
     pub fn shuffle_read_bytes(&self) -> i64 {
         self.local_bytes_read + self.remote_bytes_read
@@ -429,7 +381,17 @@ impl Execution {
             let mut values: Vec<(u64, TaskValue)> =
                 self.task_values.get(id).cloned().unwrap_or_default();
             values.sort_by_key(|(order, _)| *order);
-            let mut values: Vec<TaskValue> = values.into_iter().map(|(_, v)| v).collect();
+            // a task that ended twice (a re-logged attempt) counts once, with its last value
+            let mut last_of_task: HashMap<Option<u64>, usize> = HashMap::new();
+            for (i, (_, v)) in values.iter().enumerate() {
+                last_of_task.insert(v.task.map(|t| t.task_id), i);
+            }
+            let mut values: Vec<TaskValue> = values
+                .into_iter()
+                .enumerate()
+                .filter(|(i, (_, v))| last_of_task.get(&v.task.map(|t| t.task_id)) == Some(i))
+                .map(|(_, (_, v))| v)
+                .collect();
             if let Some(v) = self.driver_values.get(id) {
                 values.push(TaskValue {
                     task: None,
@@ -520,6 +482,27 @@ impl AppState {
         if line.is_empty() {
             return;
         }
+        // task events are most of a log: decode them typed, skipping unused fields
+        let task_event = line.strip_prefix(b"{\"Event\":\"").and_then(|rest| {
+            if rest.starts_with(b"SparkListenerTaskEnd\"") {
+                Some(true)
+            } else if rest.starts_with(b"SparkListenerTaskStart\"") {
+                Some(false)
+            } else {
+                None
+            }
+        });
+        if let Some(end) = task_event {
+            let applied = match serde_json::from_slice::<TaskEvent<'_>>(line) {
+                Ok(event) if end => self.task_end(event),
+                Ok(event) => self.task_start(event),
+                Err(_) => Err(Missing),
+            };
+            if applied.is_err() {
+                self.skipped.corrupt_lines += 1;
+            }
+            return;
+        }
         match serde_json::from_slice::<Value>(line) {
             Ok(event) => self.apply(&event),
             Err(_) => self.skipped.corrupt_lines += 1,
@@ -552,8 +535,12 @@ impl AppState {
             events::JOB_END => self.job_end(event),
             events::STAGE_SUBMITTED => self.stage_event(event, false),
             events::STAGE_COMPLETED => self.stage_event(event, true),
-            events::TASK_START => self.task_start(event),
-            events::TASK_END => self.task_end(event),
+            events::TASK_START => TaskEvent::deserialize(event)
+                .map_err(|_| Missing)
+                .and_then(|e| self.task_start(e)),
+            events::TASK_END => TaskEvent::deserialize(event)
+                .map_err(|_| Missing)
+                .and_then(|e| self.task_end(e)),
             events::STAGE_EXECUTOR_METRICS => self.stage_executor_metrics(event),
             events::EXECUTOR_METRICS_UPDATE => self.executor_metrics_update(event),
             events::SQL_EXECUTION_START => self.sql_start(event),
@@ -792,27 +779,24 @@ impl AppState {
         Ok(())
     }
 
-    fn task_info(info: &Value) -> Result<Task, Missing> {
-        Ok(Task {
-            id: req_i64(info, "Task ID")?,
-            index: i64_field(info, "Index").unwrap_or(0),
-            attempt: i64_field(info, "Attempt").unwrap_or(0),
-            partition: i64_field(info, "Partition ID").unwrap_or(-1),
-            launch_time: i64_field(info, "Launch Time").unwrap_or(0),
-            finish_time: i64_field(info, "Finish Time").unwrap_or(0),
-            getting_result_time: i64_field(info, "Getting Result Time").unwrap_or(0),
-            executor_id: str_field(info, "Executor ID").unwrap_or_default(),
-            host: str_field(info, "Host").unwrap_or_default(),
-            locality: str_field(info, "Locality").unwrap_or_default(),
-            speculative: info
-                .get("Speculative")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
+    fn task_info(info: &TaskInfo<'_>) -> Task {
+        Task {
+            id: info.task_id,
+            index: info.index,
+            attempt: info.attempt,
+            partition: info.partition,
+            launch_time: info.launch_time,
+            finish_time: info.finish_time,
+            getting_result_time: info.getting_result_time,
+            executor_id: info.executor_id.to_string(),
+            host: info.host.to_string(),
+            locality: info.locality.to_string(),
+            speculative: info.speculative,
             status: TaskStatus::Running,
             error_message: None,
             metrics: None,
             end_order: 0,
-        })
+        }
     }
 
     fn stage_mut(&mut self, id: i64, attempt: i64) -> &mut Stage {
@@ -837,47 +821,39 @@ impl AppState {
         })
     }
 
-    fn task_start(&mut self, e: &Value) -> Applied {
-        let stage_id = req_i64(e, "Stage ID")?;
-        let attempt = i64_field(e, "Stage Attempt ID").unwrap_or(0);
-        let task = Self::task_info(e.get("Task Info").ok_or(Missing)?)?;
-        self.stage_mut(stage_id, attempt)
+    fn task_start(&mut self, e: TaskEvent<'_>) -> Applied {
+        let task = Self::task_info(&e.info);
+        self.stage_mut(e.stage_id, e.stage_attempt)
             .tasks
             .entry(task.id)
             .or_insert(task);
         Ok(())
     }
 
-    fn task_end(&mut self, e: &Value) -> Applied {
-        let stage_id = req_i64(e, "Stage ID")?;
-        let attempt = i64_field(e, "Stage Attempt ID").unwrap_or(0);
-        let info = e.get("Task Info").ok_or(Missing)?;
-        let mut task = Self::task_info(info)?;
-        let reason = e.get("Task End Reason");
-        let reason_name = reason
-            .and_then(|r| r.get("Reason"))
-            .and_then(Value::as_str)
-            .unwrap_or("Success");
-        let failed = info.get("Failed").and_then(Value::as_bool).unwrap_or(false);
-        let killed = info.get("Killed").and_then(Value::as_bool).unwrap_or(false);
-        task.status = if killed {
+    fn task_end(&mut self, e: TaskEvent<'_>) -> Applied {
+        let (stage_id, attempt) = (e.stage_id, e.stage_attempt);
+        let mut task = Self::task_info(&e.info);
+        let reason_name = e.reason.as_ref().map_or("Success", |r| r.reason.as_ref());
+        task.status = if e.info.killed {
             TaskStatus::Killed
-        } else if failed || reason_name != "Success" {
+        } else if e.info.failed || reason_name != "Success" {
             TaskStatus::Failed
         } else {
             TaskStatus::Success
         };
         if task.status != TaskStatus::Success {
-            task.error_message = reason.map(|r| {
-                str_field(r, "Full Stack Trace")
-                    .or_else(|| str_field(r, "Description"))
-                    .unwrap_or_else(|| reason_name.to_string())
+            task.error_message = e.reason.as_ref().map(|r| {
+                r.full_stack_trace
+                    .as_deref()
+                    .or(r.description.as_deref())
+                    .unwrap_or(reason_name)
+                    .to_string()
             });
         }
-        task.metrics = e.get("Task Metrics").map(TaskMetrics::from_log);
+        task.metrics = e.metrics.as_ref().map(TaskMetrics::from);
         self.task_ends += 1;
         task.end_order = self.task_ends;
-        if let Some(peaks) = e.get("Task Executor Metrics").and_then(peaks_of) {
+        if let Some(Peaks(peaks)) = e.executor_metrics {
             let exec_id = task.executor_id.clone();
             merge_peaks(&mut self.executor_mut(&exec_id).peaks, peaks);
         }
@@ -896,24 +872,14 @@ impl AppState {
                     task_id: u64::try_from(task.id).unwrap_or(0),
                     partition: u32::try_from(task.partition).unwrap_or(0),
                 };
-                for acc in info
-                    .get("Accumulables")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let Some(id) = i64_field(acc, "ID") else {
+                for acc in &e.info.accumulables {
+                    let Some(value) = acc.update.and_then(|u| u.0) else {
                         continue;
                     };
-                    if !exec.metric_types.contains_key(&id) {
+                    if !exec.metric_types.contains_key(&acc.id) {
                         continue;
                     }
-                    let Some(value) = acc.get("Update").and_then(loose_i64) else {
-                        continue;
-                    };
-                    let values = exec.task_values.entry(id).or_default();
-                    values.retain(|(_, v)| v.task.map(|t| t.task_id) != Some(task_ref.task_id));
-                    values.push((
+                    exec.task_values.entry(acc.id).or_default().push((
                         task.end_order,
                         TaskValue {
                             task: Some(task_ref),
