@@ -215,7 +215,7 @@ fn snapshot_lenient(state: &AppState) -> Vec<Value> {
         rest::sql_list(state, true, true, 0, 100),
         rest::executors(state, true),
     ];
-    for ((id, attempt), _) in &state.stages {
+    for (id, attempt) in state.stages.keys() {
         out.push(
             rest::stage_attempt(
                 state,
