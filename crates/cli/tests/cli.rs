@@ -4,7 +4,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn qprof(args: &[&str]) -> Output {
+    // runs write their event logs under the working directory: keep them out of the tree
+    let cwd = std::env::temp_dir().join(format!("qprof-cli-cwd-{}", std::process::id()));
+    std::fs::create_dir_all(&cwd).unwrap();
     Command::new(env!("CARGO_BIN_EXE_qprof"))
+        .current_dir(cwd)
         .args(args)
         .output()
         .expect("qprof starts")
@@ -191,4 +195,110 @@ fn run_tpch_prints_profiles_and_writes_json() {
         assert!(stage["nodeIds"].is_array() && stage["tasks"][0]["partition"].is_number());
         assert!(stage["tasks"][0]["metrics"]["cpuNanos"]["value"].is_number());
     }
+}
+
+#[test]
+fn serve_errors_are_one_line() {
+    let dir = scratch("serve");
+    let missing = dir.join("missing");
+    assert_one_line_error(
+        &qprof(&["serve", "--log-dir", missing.to_str().unwrap()]),
+        "cannot read log directory",
+    );
+    let file = dir.join("file");
+    std::fs::write(&file, b"x").unwrap();
+    assert_one_line_error(
+        &qprof(&["serve", "--log-dir", file.to_str().unwrap()]),
+        "cannot read log directory",
+    );
+    assert_one_line_error(
+        &qprof(&[
+            "serve",
+            "--log-dir",
+            dir.to_str().unwrap(),
+            "--bind",
+            "not an address",
+        ]),
+        "cannot listen on not an address",
+    );
+    assert_one_line_error(
+        &qprof(&["serve", "--port", "99999"]),
+        "invalid value '99999'",
+    );
+    // a port already taken
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    assert_one_line_error(
+        &qprof(&["serve", "--log-dir", dir.to_str().unwrap(), "--port", &port]),
+        "cannot listen on 127.0.0.1",
+    );
+}
+
+#[test]
+fn event_log_flags_are_checked() {
+    let dir = scratch("logflags");
+    let table = csv_table(&dir);
+    let t = format!("t={}", table.display());
+    assert_one_line_error(
+        &qprof(&[
+            "sql",
+            "select 1",
+            "--table",
+            &t,
+            "--no-event-log",
+            "--event-log-compress",
+        ]),
+        "cannot be used with",
+    );
+    let blocker = dir.join("blocker");
+    std::fs::write(&blocker, b"x").unwrap();
+    assert_one_line_error(
+        &qprof(&[
+            "sql",
+            "select 1",
+            "--table",
+            &t,
+            "--event-log-dir",
+            blocker.to_str().unwrap(),
+        ]),
+        "cannot write the event log",
+    );
+    // compressed logs are written as rolled .zstd files and a completed marker
+    let events = dir.join("events");
+    let out = qprof(&[
+        "sql",
+        "select a, count(*) from t group by a",
+        "--table",
+        &t,
+        "--event-log-compress",
+        "--event-log-dir",
+        events.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let app = std::fs::read_dir(&events)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut names: Vec<String> = std::fs::read_dir(&app)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let id = app
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .trim_start_matches("eventlog_v2_")
+        .to_string();
+    assert_eq!(
+        names,
+        [format!("appstatus_{id}"), format!("events_1_{id}.zstd")]
+    );
 }
