@@ -294,12 +294,11 @@ fn task_info(
     })
 }
 
-/// The events of one query, in the order Spark's listeners need them.
-pub fn query_events(q: &QueryRecord<'_>, ids: &mut IdCounters) -> Vec<Value> {
+/// The events of one query run on `host`, in the order Spark's listeners need them.
+pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Vec<Value> {
     let execution_id = ids.execution;
     ids.execution += 1;
     let query_id = uuid_v4();
-    let host = "localhost";
     let mut out = Vec::new();
     let Some(profile) = q.profile else {
         // never planned: an execution without a plan, job or stages

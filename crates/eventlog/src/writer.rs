@@ -99,6 +99,7 @@ pub struct AppLog {
     ids: profile_events::IdCounters,
     start_epoch_millis: i64,
     peak_execution_memory: i64,
+    host: String,
 }
 
 impl std::fmt::Debug for AppLog {
@@ -146,6 +147,7 @@ impl AppLog {
             ids: profile_events::IdCounters::default(),
             start_epoch_millis: app.start_epoch_millis,
             peak_execution_memory: 0,
+            host: app.host.clone(),
         };
         for event in log.start_events(app) {
             log.write(&event)?;
@@ -297,7 +299,7 @@ impl AppLog {
     /// Logs one query: its SQL execution, job, stages, tasks and metric values, and qprof's
     /// profile in an extension event. Flushes at the end.
     pub fn log_query(&mut self, query: &QueryRecord<'_>) -> Result<(), EventLogError> {
-        let events = profile_events::query_events(query, &mut self.ids);
+        let events = profile_events::query_events(query, &self.host, &mut self.ids);
         for event in &events {
             self.write(event)?;
         }
