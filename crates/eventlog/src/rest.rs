@@ -307,7 +307,12 @@ fn task_data(t: &Task) -> Value {
             json!(format_date(t.getting_result_time)),
         );
     }
-    put_opt(&mut o, "duration", t.duration().map(Value::from));
+    // Spark leaves out durations that are not positive
+    put_opt(
+        &mut o,
+        "duration",
+        t.duration().filter(|d| *d > 0).map(Value::from),
+    );
     o.insert("executorId".into(), json!(t.executor_id));
     o.insert("host".into(), json!(t.host));
     o.insert("status".into(), json!(t.status.as_str()));
@@ -1207,7 +1212,7 @@ fn execution_data(
         }
     }
     let (nodes, edges) = if details {
-        let values: HashMap<i64, String> = exec.metric_strings();
+        let values: HashMap<i64, String> = exec.metric_strings(&state.stages);
         let (mut nodes, edges) = plan_graph(&exec.plan_info);
         nodes.sort_by_key(|n| std::cmp::Reverse(n.id));
         let nodes: Vec<Value> = nodes

@@ -375,23 +375,53 @@ pub struct Execution {
 
 impl Execution {
     /// Spark's rendered value per accumulator id, for every accumulator with a value.
-    pub fn metric_strings(&self) -> HashMap<i64, String> {
+    ///
+    /// Like Spark, a stage in which any task reported an accumulator contributes one value
+    /// per task of the stage, zero for tasks that did not report it; ties on the maximum go
+    /// to the task that ended first; driver values come last.
+    pub fn metric_strings(&self, stages: &BTreeMap<(i64, i64), Stage>) -> HashMap<i64, String> {
         let mut out = HashMap::new();
         for (id, kind) in &self.metric_types {
-            let mut values: Vec<(u64, TaskValue)> =
+            let mut reported: Vec<(u64, TaskValue)> =
                 self.task_values.get(id).cloned().unwrap_or_default();
-            values.sort_by_key(|(order, _)| *order);
-            // a task that ended twice (a re-logged attempt) counts once, with its last value
-            let mut last_of_task: HashMap<Option<u64>, usize> = HashMap::new();
-            for (i, (_, v)) in values.iter().enumerate() {
-                last_of_task.insert(v.task.map(|t| t.task_id), i);
+            reported.sort_by_key(|(order, _)| *order);
+            // one slot per task index of a stage attempt: a later attempt replaces an earlier
+            let mut slots: HashMap<(u32, u32, u32), usize> = HashMap::new();
+            for (i, (_, v)) in reported.iter().enumerate() {
+                if let Some(t) = v.task {
+                    slots.insert((t.stage_id, t.stage_attempt, t.partition), i);
+                }
             }
-            let mut values: Vec<TaskValue> = values
-                .into_iter()
+            let mut values: Vec<TaskValue> = reported
+                .iter()
                 .enumerate()
-                .filter(|(i, (_, v))| last_of_task.get(&v.task.map(|t| t.task_id)) == Some(i))
-                .map(|(_, (_, v))| v)
+                .filter(|(i, (_, v))| {
+                    v.task.is_some_and(|t| {
+                        slots.get(&(t.stage_id, t.stage_attempt, t.partition)) == Some(i)
+                    })
+                })
+                .map(|(_, (_, v))| *v)
                 .collect();
+            let mut per_stage: BTreeMap<(u32, u32), (i64, TaskRef)> = BTreeMap::new();
+            for v in &values {
+                if let Some(t) = v.task {
+                    per_stage
+                        .entry((t.stage_id, t.stage_attempt))
+                        .or_insert((0, t))
+                        .0 += 1;
+                }
+            }
+            for ((stage, attempt), (count, first)) in per_stage {
+                let tasks = stages
+                    .get(&(i64::from(stage), i64::from(attempt)))
+                    .map_or(count, |s| s.num_tasks);
+                for _ in count..tasks {
+                    values.push(TaskValue {
+                        task: Some(first),
+                        value: 0,
+                    });
+                }
+            }
             if let Some(v) = self.driver_values.get(id) {
                 values.push(TaskValue {
                     task: None,
@@ -870,7 +900,8 @@ impl AppState {
                     stage_id: u32::try_from(stage_id).unwrap_or(0),
                     stage_attempt: u32::try_from(attempt).unwrap_or(0),
                     task_id: u64::try_from(task.id).unwrap_or(0),
-                    partition: u32::try_from(task.partition).unwrap_or(0),
+                    // Spark keeps one value per task index
+                    partition: u32::try_from(task.index).unwrap_or(0),
                 };
                 for acc in &e.info.accumulables {
                     let Some(value) = acc.update.and_then(|u| u.0) else {

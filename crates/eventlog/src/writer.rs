@@ -212,7 +212,8 @@ impl AppLog {
             }),
             json!({
                 "Event": events::BLOCK_MANAGER_ADDED,
-                "Block Manager ID": {"Executor ID": "driver", "Host": app.host, "Port": 0},
+                // there is no block manager; Spark's reader requires a positive port
+                "Block Manager ID": {"Executor ID": "driver", "Host": app.host, "Port": 1},
                 "Maximum Memory": 0,
                 "Timestamp": t,
                 "Maximum Onheap Memory": 0,
