@@ -1,22 +1,30 @@
 #!/usr/bin/env bash
-# Installs what the test suite needs besides Rust: Debian's Chromium (web UI tests) and a
-# Python virtualenv with spark-history-cli 1.5.0 (client compatibility tests).
-# Idempotent: does nothing when both are present.
+# Installs what the test suite needs besides Rust: Debian's Chromium (web UI tests), Java 17
+# and a Python virtualenv with spark-history-cli 1.5.0 and pyspark 4.3.0 (client and Spark
+# history server compatibility tests). Idempotent: does nothing when all are present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV="${QPROF_TEST_VENV:-target/test-venv}"
 
-if ! command -v chromium >/dev/null 2>&1; then
-    echo "== installing chromium (Debian package)"
+PACKAGES=()
+command -v chromium >/dev/null 2>&1 || PACKAGES+=(chromium)
+command -v java >/dev/null 2>&1 || PACKAGES+=(openjdk-17-jre-headless)
+if [ "${#PACKAGES[@]}" -gt 0 ]; then
+    echo "== installing ${PACKAGES[*]} (Debian packages)"
     SUDO=""
     if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${PACKAGES[@]}" >/dev/null
 fi
 
 if [ ! -x "$VENV/bin/spark-history-cli" ]; then
     echo "== creating $VENV with spark-history-cli 1.5.0"
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install --quiet --disable-pip-version-check spark-history-cli==1.5.0
+fi
+
+if ! ls "$VENV"/lib/python3*/site-packages/pyspark/bin/spark-class >/dev/null 2>&1; then
+    echo "== installing pyspark 4.3.0 into $VENV (Spark's own history server)"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check pyspark==4.3.0
 fi

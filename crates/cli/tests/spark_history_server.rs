@@ -1,0 +1,273 @@
+//! Spark's own history server reads qprof's event logs and answers every REST endpoint as
+//! `qprof serve` does: the proof that qprof's logs are Spark logs.
+//!
+//! Needs Java and the pyspark 4.3.0 that `scripts/install-test-deps.sh` installs in
+//! `target/test-venv`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn qprof() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_qprof"))
+}
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn spark_home() -> PathBuf {
+    let lib = workspace().join("target/test-venv/lib");
+    std::fs::read_dir(&lib)
+        .ok()
+        .into_iter()
+        .flatten()
+        .map(|e| e.unwrap().path().join("site-packages/pyspark"))
+        .find(|p| p.join("bin/spark-class").exists())
+        .expect("pyspark is missing: run scripts/install-test-deps.sh first")
+}
+
+/// A child process killed on drop.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A plain HTTP/1.0 GET: (status, body).
+fn http_get(port: u16, path: &str) -> Option<(u16, Vec<u8>)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nAccept: application/json\r\n\r\n"
+    )
+    .ok()?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).ok()?;
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = String::from_utf8_lossy(&raw[..split]);
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, raw[split + 4..].to_vec()))
+}
+
+const HOST_FIELDS: [&str; 6] = [
+    "logSourceName",
+    "logSourceFullPath",
+    "lastUpdated",
+    "lastUpdatedEpoch",
+    "hostPort",
+    "executorLogs",
+];
+
+fn strip(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            for f in HOST_FIELDS {
+                m.shift_remove(f);
+            }
+            m.values_mut().for_each(strip);
+        }
+        Value::Array(a) => a.iter_mut().for_each(strip),
+        _ => {}
+    }
+}
+
+fn first_diff(path: &str, a: &Value, b: &Value) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let (kx, ky): (Vec<_>, Vec<_>) = (x.keys().collect(), y.keys().collect());
+            if kx != ky {
+                return Some(format!("{path}: keys\n  spark {kx:?}\n  qprof {ky:?}"));
+            }
+            x.iter()
+                .find_map(|(k, v)| first_diff(&format!("{path}.{k}"), v, &y[k]))
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (a, b))| first_diff(&format!("{path}[{i}]"), a, b)),
+        _ if a == b => None,
+        _ => Some(format!("{path}:\n  spark {a}\n  qprof {b}")),
+    }
+}
+
+fn json(port: u16, path: &str) -> Value {
+    let (status, body) = http_get(port, path).unwrap_or_else(|| panic!("no answer for {path}"));
+    assert_eq!(status, 200, "{path}: {}", String::from_utf8_lossy(&body));
+    serde_json::from_slice(&body).unwrap()
+}
+
+fn make_logs(dir: &Path) -> PathBuf {
+    let events = dir.join("events");
+    let out = qprof()
+        .args([
+            "run",
+            "--tpch",
+            "0.01",
+            "--queries",
+            "1,3,13,21",
+            "--top",
+            "0",
+            "--data-dir",
+        ])
+        .arg(dir.join("data"))
+        .arg("--event-log-dir")
+        .arg(&events)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // and an application whose query fails while running
+    let out = qprof()
+        .args([
+            "sql",
+            "select cast(concat('x', n_name) as int) from nation",
+            "--table",
+        ])
+        .arg(format!(
+            "nation={}",
+            dir.join("data/nation.parquet").display()
+        ))
+        .arg("--event-log-dir")
+        .arg(&events)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    events
+}
+
+#[test]
+fn spark_history_server_answers_like_qprof_serve_on_qprof_logs() {
+    let dir = std::env::temp_dir().join(format!("qprof-spark-shs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let events = make_logs(&dir);
+    let spark_port = free_port();
+    let spark_home = spark_home();
+    let spark = Running(
+        Command::new(spark_home.join("bin/spark-class"))
+            .arg("org.apache.spark.deploy.history.HistoryServer")
+            .env("SPARK_HOME", &spark_home)
+            .env(
+                "SPARK_HISTORY_OPTS",
+                format!(
+                    "-Dspark.history.fs.logDirectory=file://{} -Dspark.history.ui.port={spark_port} -Dspark.history.fs.update.interval=1s",
+                    events.display()
+                ),
+            )
+            .env("SPARK_LOG_DIR", dir.join("spark-logs"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("shs.log")).unwrap())
+            .spawn()
+            .expect("spark-class runs (is Java installed?)"),
+    );
+    let mut serve = qprof()
+        .args(["serve", "--port", "0", "--log-dir"])
+        .arg(&events)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(serve.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _serve = Running(serve);
+    let qprof_port: u16 = line
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.trim().trim_end_matches('/').parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    // Spark's server scans the directory in the background
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        let listed = http_get(spark_port, "/api/v1/applications")
+            .filter(|(s, _)| *s == 200)
+            .and_then(|(_, b)| serde_json::from_slice::<Value>(&b).ok())
+            .map_or(0, |v| v.as_array().map_or(0, Vec::len));
+        if listed == 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Spark's history server did not list the applications: {}",
+            std::fs::read_to_string(dir.join("shs.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let apps = json(spark_port, "/api/v1/applications");
+    let mut paths = vec!["/api/v1/applications".to_string()];
+    for app in apps.as_array().unwrap() {
+        let id = app["id"].as_str().unwrap();
+        let base = format!("/api/v1/applications/{id}/1");
+        paths.extend([
+            format!("/api/v1/applications/{id}"),
+            base.clone(),
+            format!("{base}/jobs"),
+            format!("{base}/stages"),
+            format!("{base}/stages?withSummaries=true"),
+            format!("{base}/executors"),
+            format!("{base}/allexecutors"),
+            format!("{base}/environment"),
+            format!("{base}/sql"),
+        ]);
+        for stage in json(spark_port, &format!("{base}/stages"))
+            .as_array()
+            .unwrap()
+        {
+            let s = &stage["stageId"];
+            paths.push(format!("{base}/stages/{s}/0"));
+            paths.push(format!("{base}/stages/{s}/0/taskList?length=1000"));
+            if stage["numCompleteTasks"].as_i64().unwrap() > 0 {
+                paths.push(format!("{base}/stages/{s}/0/taskSummary"));
+            }
+        }
+        for exec in json(spark_port, &format!("{base}/sql")).as_array().unwrap() {
+            paths.push(format!(
+                "{base}/sql/{}?details=true&planDescription=true",
+                exec["id"]
+            ));
+        }
+    }
+    let mut failures = Vec::new();
+    for path in &paths {
+        let mut spark_json = json(spark_port, path);
+        let mut qprof_json = json(qprof_port, path);
+        strip(&mut spark_json);
+        strip(&mut qprof_json);
+        if let Some(d) = first_diff(path, &spark_json, &qprof_json) {
+            failures.push(d);
+        }
+    }
+    drop(spark);
+    assert!(paths.len() > 60, "only {} endpoints compared", paths.len());
+    assert!(
+        failures.is_empty(),
+        "{} of {} endpoints differ:\n{}",
+        failures.len(),
+        paths.len(),
+        failures.join("\n")
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
