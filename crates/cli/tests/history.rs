@@ -194,7 +194,7 @@ fn spark_history_cli_reads_qprof_logs_and_spark_logs() {
     assert_eq!(apps[0]["attempts"][0]["completed"], true);
     every_command(&server, &app, true, &dir);
     drop(server);
-    let oracle = workspace().join("../shared/spark-oracle/events");
+    let oracle = workspace().join("testdata/spark-4.3/events");
     let server = Server::start(&oracle);
     every_command(&server, "local-1795333320377", false, &dir);
     std::fs::remove_dir_all(&dir).unwrap();

@@ -26,12 +26,12 @@ pub mod writer;
 #[derive(Debug, thiserror::Error)]
 pub enum EventLogError {
     /// A file or directory could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         /// The path involved.
         path: PathBuf,
-        /// The underlying error.
-        source: std::io::Error,
+        /// The underlying error (shown in the message, so not chained a second time).
+        cause: std::io::Error,
     },
     /// The log uses a codec qprof cannot decode.
     #[error("event log compressed with {0}, which qprof does not read (zstd, lz4 or none)")]
@@ -46,7 +46,7 @@ impl EventLogError {
     pub fn io(path: &Path, source: std::io::Error) -> EventLogError {
         EventLogError::Io {
             path: path.to_path_buf(),
-            source,
+            cause: source,
         }
     }
 }

@@ -9,7 +9,7 @@ use qprof_eventlog::rest::{self, StageOptions};
 use serde_json::Value;
 
 fn oracle() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/spark-oracle")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/spark-4.3")
 }
 
 /// Fields that depend on the serving host, removed before comparing.

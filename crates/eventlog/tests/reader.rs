@@ -15,7 +15,7 @@ const APP: &str = "local-1795333320377";
 
 fn oracle_text() -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!(
-        "../../../shared/spark-oracle/events/eventlog_v2_{APP}/events_1_{APP}"
+        "../../testdata/spark-4.3/events/eventlog_v2_{APP}/events_1_{APP}"
     ));
     std::fs::read_to_string(path).unwrap()
 }

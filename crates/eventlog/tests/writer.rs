@@ -354,7 +354,7 @@ fn zstd_and_rolled_logs_replay_to_the_same_state() {
 #[test]
 fn events_have_spark_key_lists() {
     let oracle = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/spark-oracle/events/eventlog_v2_local-1795333320377/events_1_local-1795333320377");
+        .join("../../testdata/spark-4.3/events/eventlog_v2_local-1795333320377/events_1_local-1795333320377");
     let mut spark: HashMap<String, Value> = HashMap::new();
     for line in std::fs::read_to_string(oracle).unwrap().lines() {
         let v: Value = serde_json::from_str(line).unwrap();

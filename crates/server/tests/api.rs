@@ -13,7 +13,7 @@ use tower::ServiceExt;
 const APP: &str = "local-1795333320377";
 
 fn oracle() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/spark-oracle")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/spark-4.3")
 }
 
 struct Reply {
