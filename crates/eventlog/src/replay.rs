@@ -48,9 +48,9 @@ fn read_new(file: &LogFile, consumed: u64) -> Result<Vec<u8>, EventLogError> {
 /// `final_part`; returns how many bytes were used.
 fn for_each_line(data: &[u8], final_part: bool, mut apply: impl FnMut(&[u8])) -> usize {
     let mut start = 0;
-    while let Some(nl) = data[start..].iter().position(|&b| b == b'\n') {
-        apply(&data[start..start + nl]);
-        start += nl + 1;
+    for nl in memchr::memchr_iter(b'\n', data) {
+        apply(&data[start..nl]);
+        start = nl + 1;
     }
     if final_part && start < data.len() {
         apply(&data[start..]);
