@@ -18,4 +18,5 @@ pub mod counters;
 pub mod format;
 pub mod metric;
 pub mod profile;
+pub mod sampling;
 pub mod timing;
