@@ -14,6 +14,8 @@
 //! after a decision always timed. If the per-row cost measured by the wall samples drifts
 //! by more than 2× from the calibration, the sampler calibrates again.
 
+use crate::clock::ClockSource;
+
 /// What to measure around the next call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Measure {
@@ -71,6 +73,57 @@ impl TimerCosts {
             cpu_bias_nanos: median(cpu_bias),
             wall_bias_nanos: median(wall_bias),
         }
+    }
+}
+
+impl TimerCosts {
+    /// Measures the timers on this machine with `clock`: `samples` measurements of each
+    /// quantity (after a few discarded warm-up rounds), each over `batch` back-to-back
+    /// empty regions, reduced by the median. Takes a few milliseconds.
+    pub fn measure(clock: &impl ClockSource, samples: usize, batch: u32) -> TimerCosts {
+        let batch = batch.max(1);
+        let samples = samples.max(1);
+        let per_region = |ticks: u64| clock.ticks_to_nanos(ticks) as f64 / f64::from(batch);
+        let mut cpu_timer = Vec::with_capacity(samples);
+        let mut wall_timer = Vec::with_capacity(samples);
+        let mut cpu_bias = Vec::with_capacity(samples);
+        let mut wall_bias = Vec::with_capacity(samples);
+        for round in 0..samples + 4 {
+            // an empty region timed with both clocks, as a tracked call would be
+            let start = clock.now_ticks();
+            let (mut cpu_seen, mut wall_seen) = (0u64, 0u64);
+            for _ in 0..batch {
+                let c0 = clock.thread_cpu_nanos();
+                let w0 = clock.now_ticks();
+                let w1 = clock.now_ticks();
+                let c1 = clock.thread_cpu_nanos();
+                cpu_seen += c1.saturating_sub(c0);
+                wall_seen += w1.saturating_sub(w0);
+            }
+            let cpu_cost = per_region(clock.now_ticks().saturating_sub(start));
+            // an empty region timed with the wall clock only
+            let start = clock.now_ticks();
+            let mut wall_only_seen = 0u64;
+            for _ in 0..batch {
+                let w0 = clock.now_ticks();
+                let w1 = clock.now_ticks();
+                wall_only_seen += w1.saturating_sub(w0);
+            }
+            let wall_cost = per_region(clock.now_ticks().saturating_sub(start));
+            if round < 4 {
+                continue; // cold caches, first clock reads
+            }
+            cpu_timer.push(cpu_cost);
+            wall_timer.push(wall_cost);
+            cpu_bias.push(cpu_seen as f64 / f64::from(batch));
+            wall_bias.push(per_region(wall_only_seen.max(wall_seen / 2)));
+        }
+        TimerCosts::from_samples(
+            &mut cpu_timer,
+            &mut wall_timer,
+            &mut cpu_bias,
+            &mut wall_bias,
+        )
     }
 }
 
@@ -496,6 +549,31 @@ mod tests {
             costs(),
             seed,
         )
+    }
+
+    #[test]
+    fn timer_costs_are_measured_without_timing_assertions() {
+        // real clocks: only sanity (their speed is a benchmark's business)
+        let costs = TimerCosts::measure(&crate::clock::SystemClock, 21, 8);
+        for v in [
+            costs.cpu_timer_nanos,
+            costs.wall_timer_nanos,
+            costs.cpu_bias_nanos,
+            costs.wall_bias_nanos,
+        ] {
+            assert!(v.is_finite() && v >= 0.0, "{costs:?}");
+        }
+        // a frozen fake clock costs nothing and reports no bias
+        let frozen = TimerCosts::measure(&crate::clock::ManualClock::new(), 5, 2);
+        assert_eq!(
+            frozen,
+            TimerCosts {
+                cpu_timer_nanos: 0.0,
+                wall_timer_nanos: 0.0,
+                cpu_bias_nanos: 0.0,
+                wall_bias_nanos: 0.0
+            }
+        );
     }
 
     #[test]
