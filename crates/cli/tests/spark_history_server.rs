@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use qprof_eventlog::compare::{first_difference, strip_host_fields};
 use serde_json::Value;
 
 fn qprof() -> Command {
@@ -66,48 +67,6 @@ fn http_get(port: u16, path: &str) -> Option<(u16, Vec<u8>)> {
     let head = String::from_utf8_lossy(&raw[..split]);
     let status = head.split_whitespace().nth(1)?.parse().ok()?;
     Some((status, raw[split + 4..].to_vec()))
-}
-
-const HOST_FIELDS: [&str; 6] = [
-    "logSourceName",
-    "logSourceFullPath",
-    "lastUpdated",
-    "lastUpdatedEpoch",
-    "hostPort",
-    "executorLogs",
-];
-
-fn strip(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            for f in HOST_FIELDS {
-                m.shift_remove(f);
-            }
-            m.values_mut().for_each(strip);
-        }
-        Value::Array(a) => a.iter_mut().for_each(strip),
-        _ => {}
-    }
-}
-
-fn first_diff(path: &str, a: &Value, b: &Value) -> Option<String> {
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            let (kx, ky): (Vec<_>, Vec<_>) = (x.keys().collect(), y.keys().collect());
-            if kx != ky {
-                return Some(format!("{path}: keys\n  spark {kx:?}\n  qprof {ky:?}"));
-            }
-            x.iter()
-                .find_map(|(k, v)| first_diff(&format!("{path}.{k}"), v, &y[k]))
-        }
-        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
-            .iter()
-            .zip(y)
-            .enumerate()
-            .find_map(|(i, (a, b))| first_diff(&format!("{path}[{i}]"), a, b)),
-        _ if a == b => None,
-        _ => Some(format!("{path}:\n  spark {a}\n  qprof {b}")),
-    }
 }
 
 fn json(port: u16, path: &str) -> Value {
@@ -254,9 +213,9 @@ fn spark_history_server_answers_like_qprof_serve_on_qprof_logs() {
     for path in &paths {
         let mut spark_json = json(spark_port, path);
         let mut qprof_json = json(qprof_port, path);
-        strip(&mut spark_json);
-        strip(&mut qprof_json);
-        if let Some(d) = first_diff(path, &spark_json, &qprof_json) {
+        strip_host_fields(&mut spark_json);
+        strip_host_fields(&mut qprof_json);
+        if let Some(d) = first_difference(path, &qprof_json, &spark_json) {
             failures.push(d);
         }
     }

@@ -13,6 +13,7 @@
 use std::path::{Path, PathBuf};
 
 pub mod codec;
+pub mod compare;
 pub mod layout;
 pub mod profile_events;
 pub mod replay;

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use qprof_eventlog::compare::{first_difference as first_diff, strip_host_fields as strip};
 use qprof_eventlog::layout::discover;
 use qprof_eventlog::replay::Replay;
 use qprof_eventlog::rest::{self, StageOptions};
@@ -10,50 +11,6 @@ use serde_json::Value;
 
 fn oracle() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/spark-4.3")
-}
-
-/// Fields that depend on the serving host, removed before comparing.
-const HOST_FIELDS: [&str; 6] = [
-    "logSourceName",
-    "logSourceFullPath",
-    "lastUpdated",
-    "lastUpdatedEpoch",
-    "hostPort",
-    "executorLogs",
-];
-
-fn strip(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            for f in HOST_FIELDS {
-                m.shift_remove(f);
-            }
-            m.values_mut().for_each(strip);
-        }
-        Value::Array(a) => a.iter_mut().for_each(strip),
-        _ => {}
-    }
-}
-
-fn first_diff(path: &str, a: &Value, b: &Value) -> Option<String> {
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            let kx: Vec<_> = x.keys().collect();
-            let ky: Vec<_> = y.keys().collect();
-            if kx != ky {
-                return Some(format!("{path}: keys\n  got  {kx:?}\n  want {ky:?}"));
-            }
-            x.iter()
-                .find_map(|(k, v)| first_diff(&format!("{path}.{k}"), v, &y[k]))
-        }
-        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
-            .iter()
-            .zip(y)
-            .enumerate()
-            .find_map(|(i, (a, b))| first_diff(&format!("{path}[{i}]"), a, b)),
-        _ if a == b => None,
-        _ => Some(format!("{path}:\n  got  {a}\n  want {b}")),
-    }
 }
 
 #[test]

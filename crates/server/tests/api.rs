@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
+use qprof_eventlog::compare::{first_difference as first_diff, strip_host_fields as strip};
 use qprof_server::{LogStore, router};
 use serde_json::Value;
 use tower::ServiceExt;
@@ -51,50 +52,6 @@ async fn get(dir: &Path, uri: &str) -> Reply {
         content_type,
         headers,
         body,
-    }
-}
-
-/// Fields that depend on the serving host.
-const HOST_FIELDS: [&str; 6] = [
-    "logSourceName",
-    "logSourceFullPath",
-    "lastUpdated",
-    "lastUpdatedEpoch",
-    "hostPort",
-    "executorLogs",
-];
-
-fn strip(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            for f in HOST_FIELDS {
-                m.shift_remove(f);
-            }
-            m.values_mut().for_each(strip);
-        }
-        Value::Array(a) => a.iter_mut().for_each(strip),
-        _ => {}
-    }
-}
-
-/// First difference, comparing key order as well as values.
-fn first_diff(path: &str, a: &Value, b: &Value) -> Option<String> {
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            let (kx, ky): (Vec<_>, Vec<_>) = (x.keys().collect(), y.keys().collect());
-            if kx != ky {
-                return Some(format!("{path}: keys\n  got  {kx:?}\n  want {ky:?}"));
-            }
-            x.iter()
-                .find_map(|(k, v)| first_diff(&format!("{path}.{k}"), v, &y[k]))
-        }
-        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
-            .iter()
-            .zip(y)
-            .enumerate()
-            .find_map(|(i, (a, b))| first_diff(&format!("{path}[{i}]"), a, b)),
-        _ if a == b => None,
-        _ => Some(format!("{path}:\n  got  {a}\n  want {b}")),
     }
 }
 
