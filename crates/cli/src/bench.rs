@@ -1,4 +1,5 @@
-//! `qprof bench overhead`: qprof against plain DataFusion, interleaved in one process.
+//! `qprof bench overhead`: qprof against plain DataFusion, interleaved in one process;
+//! `qprof bench functions`: what function tracking costs, and how close sampling gets.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -8,9 +9,11 @@ use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::prelude::SessionContext;
 use qprof_core::alloc;
 use qprof_core::clock::process_cpu_nanos;
+use qprof_datafusion::function_bench::{BenchFunction, BenchInput, Variant};
+use qprof_datafusion::functions::timer_costs;
 use qprof_datafusion::{ProfilingSession, plain_context};
 
-use crate::cli::{OverheadArgs, QueryList, data_dir};
+use crate::cli::{FunctionsArgs, OverheadArgs, QueryList, data_dir};
 use crate::run::{median, millis, prepare_tpch, session_config};
 
 /// Wall time and process CPU time of one query run.
@@ -43,10 +46,10 @@ async fn time_profiled(session: &ProfilingSession, q: usize, sql: &str) -> Resul
 }
 
 pub async fn overhead(args: OverheadArgs) -> Result<()> {
+    let config = session_config(args.partitions, &args.functions)?;
     let dir = data_dir(args.data_dir.as_ref(), &args.tpch);
     let paths = prepare_tpch(&args.tpch, &dir)?;
     let runtime = Arc::new(RuntimeEnv::default());
-    let config = session_config(args.partitions);
     let plain = plain_context(config.clone(), Arc::clone(&runtime));
     let profiled = ProfilingSession::with_runtime(config, runtime);
     qprof_tpch::register_all(&plain, &paths).await?;
@@ -134,4 +137,121 @@ pub async fn overhead(args: OverheadArgs) -> Result<()> {
     );
     println!("overhead ratio: {ratio:.3}");
     Ok(())
+}
+
+/// `qprof bench functions`: the cost and the accuracy of function tracking, per function
+/// and vector size, each variant interleaved with the others in every round.
+pub fn functions(args: &FunctionsArgs) -> Result<()> {
+    let costs = timer_costs();
+    println!(
+        "timers: cpu+wall {:.0} ns, wall {:.0} ns per timed call (medians)",
+        costs.cpu_timer_nanos, costs.wall_timer_nanos
+    );
+    println!(
+        "speed: {} evaluations per cell, median of {} interleaved rounds; % = no-tracking time / time",
+        args.iterations, args.rounds
+    );
+    let header = Variant::ALL.map(|v| v.to_string());
+    println!(
+        "{:<18} {:>14} {:>22} {:>22} {:>22}",
+        "case", header[0], header[1], header[2], header[3]
+    );
+    let mut accuracy = Vec::new();
+    for function in BenchFunction::ALL {
+        for &rows in &args.sizes {
+            let input = BenchInput::new(function, rows as usize);
+            let mut times = vec![Vec::new(); Variant::ALL.len()];
+            for round in 0..args.rounds {
+                // rotate the order so no variant always runs first
+                for k in 0..Variant::ALL.len() {
+                    let i = (k + round as usize) % Variant::ALL.len();
+                    let (elapsed, _) = input.run(Variant::ALL[i], args.iterations)?;
+                    times[i].push(elapsed.as_secs_f64());
+                }
+            }
+            let medians: Vec<f64> = times.iter_mut().map(|t| median(t)).collect();
+            let cell = |i: usize| {
+                if i == 0 {
+                    format!("{:>14}", fmt_secs(medians[0]))
+                } else {
+                    format!(
+                        "{:>12} ({:>6.1}%)",
+                        fmt_secs(medians[i]),
+                        100.0 * medians[0] / medians[i].max(1e-12)
+                    )
+                }
+            };
+            println!(
+                "{:<18} {} {:>22} {:>22} {:>22}",
+                format!("{}, {rows}", function.name()),
+                cell(0),
+                cell(1),
+                cell(2),
+                cell(3)
+            );
+            accuracy.push(accuracy_row(&input, function, args)?);
+        }
+    }
+    println!();
+    println!(
+        "accuracy: CPU over {} vectors, median of {} runs each; error = estimate / full - 1",
+        args.accuracy_vectors, args.rounds
+    );
+    println!(
+        "{:<18} {:>12} {:>26} {:>26}",
+        "case", "full", "adaptive 1%", "adaptive 0.5%"
+    );
+    for line in accuracy {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+fn accuracy_row(
+    input: &BenchInput,
+    function: BenchFunction,
+    args: &FunctionsArgs,
+) -> Result<String> {
+    let variants = [
+        Variant::Full,
+        Variant::Adaptive(1.0),
+        Variant::Adaptive(0.5),
+    ];
+    let mut cpu = vec![Vec::new(); variants.len()];
+    let mut modes = vec![String::new(); variants.len()];
+    for _ in 0..args.rounds {
+        for (i, &v) in variants.iter().enumerate() {
+            let (_, profile) = input.run(v, args.accuracy_vectors)?;
+            let profile = profile.context("a tracked run has a profile")?;
+            cpu[i].push(profile.cpu_nanos as f64);
+            modes[i] = profile.mode;
+        }
+    }
+    let medians: Vec<f64> = cpu.iter_mut().map(|c| median(c)).collect();
+    let estimate = |i: usize| {
+        format!(
+            "{} {:>+6.2}% ({})",
+            fmt_secs(medians[i] / 1e9),
+            100.0 * (medians[i] / medians[0].max(1.0) - 1.0),
+            modes[i]
+        )
+    };
+    Ok(format!(
+        "{:<18} {:>12} {:>26} {:>26}",
+        format!("{}, {}", function.name(), input.rows()),
+        fmt_secs(medians[0] / 1e9),
+        estimate(1),
+        estimate(2)
+    ))
+}
+
+/// Seconds as µs or ms, whichever reads better.
+fn fmt_secs(s: f64) -> String {
+    if s < 1e-3 {
+        format!("{:.1} µs", s * 1e6)
+    } else if s < 1.0 {
+        format!("{:.2} ms", s * 1e3)
+    } else {
+        format!("{s:.3} s")
+    }
 }

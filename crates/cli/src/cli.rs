@@ -55,6 +55,26 @@ pub struct ServeArgs {
     pub bind: String,
 }
 
+/// How function calls are timed: the `qprof.expression.*` session options as flags.
+#[derive(Debug, Clone, Default, Args)]
+pub struct FunctionTracking {
+    /// Time every function call on every vector (qprof.expression.track_cpu_usage).
+    #[arg(long)]
+    pub track_cpu_usage: bool,
+    /// Functions timed on every vector, e.g. upper,regexp_like
+    /// (qprof.expression.track_cpu_usage_for_functions).
+    #[arg(long, value_name = "LIST")]
+    pub track_cpu_usage_for_functions: Option<String>,
+    /// Sample the other functions' CPU time adaptively: true (default) or false
+    /// (qprof.expression.adaptive_cpu_sampling).
+    #[arg(long, value_name = "BOOL")]
+    pub adaptive_cpu_sampling: Option<String>,
+    /// Overhead budget of adaptive sampling, in percent of a function's time; default 1.0
+    /// (qprof.expression.adaptive_cpu_sampling_max_overhead_pct).
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
+    pub adaptive_cpu_sampling_max_overhead_pct: Option<String>,
+}
+
 /// Options shared by the commands that execute queries.
 #[derive(Debug, Args)]
 pub struct ExecOptions {
@@ -67,6 +87,8 @@ pub struct ExecOptions {
     /// Partitions per operator (DataFusion's target_partitions); default: the number of cores.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub partitions: Option<u16>,
+    #[command(flatten)]
+    pub functions: FunctionTracking,
     #[command(flatten)]
     pub log: LogOptions,
 }
@@ -101,6 +123,24 @@ pub struct SqlArgs {
 enum BenchCommand {
     /// Overhead of qprof against plain DataFusion on TPC-H, interleaved A/B.
     Overhead(OverheadArgs),
+    /// Cost and accuracy of per-function CPU tracking (full and adaptive sampling).
+    Functions(FunctionsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FunctionsArgs {
+    /// Evaluations per measured cell.
+    #[arg(long, default_value_t = 10_000, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub iterations: u32,
+    /// Interleaved rounds; medians are reported.
+    #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub rounds: u32,
+    /// Vector sizes in rows, e.g. 100,1000,10000.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "100,1000,10000", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub sizes: Vec<u32>,
+    /// Vectors per run of the accuracy table.
+    #[arg(long, default_value_t = 1000, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub accuracy_vectors: u32,
 }
 
 #[derive(Debug, Args)]
@@ -120,6 +160,8 @@ pub struct OverheadArgs {
     /// Partitions per operator; default: the number of cores.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub partitions: Option<u16>,
+    #[command(flatten)]
+    pub functions: FunctionTracking,
 }
 
 /// TPC-H query numbers, in the order given, without repeats.
@@ -225,13 +267,16 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Run(args) => runtime.block_on(crate::run::run_tpch(args)),
         Command::Sql(args) => runtime.block_on(crate::run::run_sql(args)),
         Command::Serve(args) => runtime.block_on(crate::history::serve(args)),
-        Command::Bench(BenchCommand::Overhead(args)) => {
+        Command::Bench(command) => {
             if cfg!(debug_assertions) {
                 eprintln!(
                     "warning: this is a debug build; build with --release for meaningful numbers"
                 );
             }
-            runtime.block_on(crate::bench::overhead(args))
+            match command {
+                BenchCommand::Overhead(args) => runtime.block_on(crate::bench::overhead(args)),
+                BenchCommand::Functions(args) => crate::bench::functions(&args),
+            }
         }
     }
 }

@@ -10,18 +10,56 @@ use indicatif::{ProgressBar, ProgressStyle};
 use qprof_core::format;
 use qprof_core::profile::{QueryProfile, profiles_to_json};
 use qprof_datafusion::ProfilingSession;
+use qprof_datafusion::options::{
+    ADAPTIVE_CPU_SAMPLING, ADAPTIVE_MAX_OVERHEAD_PCT, QprofOptions, TRACK_CPU_USAGE,
+    TRACK_CPU_USAGE_FOR_FUNCTIONS,
+};
 use qprof_tpch::{DatasetPaths, ScaleFactor};
 
-use crate::cli::{ExecOptions, QueryList, RunArgs, SqlArgs, TableFormat, check_dir, data_dir};
+use crate::cli::{
+    ExecOptions, FunctionTracking, QueryList, RunArgs, SqlArgs, TableFormat, check_dir, data_dir,
+};
 use crate::history::{History, describe_sql};
 
 /// The session configuration qprof runs with (and benchmarks against).
-pub fn session_config(partitions: Option<u16>) -> SessionConfig {
-    let config = SessionConfig::new();
-    match partitions {
+///
+/// # Errors
+/// Fails with the option's name when a function-tracking flag has a bad value.
+pub fn session_config(
+    partitions: Option<u16>,
+    functions: &FunctionTracking,
+) -> Result<SessionConfig> {
+    let mut options = QprofOptions::default();
+    let flags = [
+        (
+            TRACK_CPU_USAGE,
+            functions.track_cpu_usage.then(|| "true".to_string()),
+        ),
+        (
+            TRACK_CPU_USAGE_FOR_FUNCTIONS,
+            functions.track_cpu_usage_for_functions.clone(),
+        ),
+        (
+            ADAPTIVE_CPU_SAMPLING,
+            functions.adaptive_cpu_sampling.clone(),
+        ),
+        (
+            ADAPTIVE_MAX_OVERHEAD_PCT,
+            functions.adaptive_cpu_sampling_max_overhead_pct.clone(),
+        ),
+    ];
+    for (key, value) in flags {
+        if let Some(value) = value {
+            options
+                .set_option(key, &value)
+                .map_err(|e| anyhow::anyhow!("{}", e.strip_backtrace()))?;
+        }
+    }
+    let config = SessionConfig::new().with_option_extension(options);
+    Ok(match partitions {
         Some(n) => config.with_target_partitions(usize::from(n)),
         None => config,
-    }
+    })
 }
 
 /// Generates (or finds cached) TPC-H data, showing a progress bar while generating.
@@ -49,9 +87,10 @@ pub fn prepare_tpch(sf: &ScaleFactor, dir: &Path) -> Result<DatasetPaths> {
 }
 
 pub async fn run_tpch(args: RunArgs) -> Result<()> {
+    let config = session_config(args.exec.partitions, &args.exec.functions)?;
     let dir = data_dir(args.data_dir.as_ref(), &args.tpch);
     let paths = prepare_tpch(&args.tpch, &dir)?;
-    let session = ProfilingSession::new(session_config(args.exec.partitions));
+    let session = ProfilingSession::new(config);
     qprof_tpch::register_all(session.context(), &paths)
         .await
         .context("cannot register TPC-H tables")?;
@@ -76,7 +115,8 @@ pub async fn run_tpch(args: RunArgs) -> Result<()> {
 }
 
 pub async fn run_sql(args: SqlArgs) -> Result<()> {
-    let session = ProfilingSession::new(session_config(args.exec.partitions));
+    let session =
+        ProfilingSession::new(session_config(args.exec.partitions, &args.exec.functions)?);
     for table in &args.tables {
         if !table.path.is_file() {
             bail!("table file '{}' does not exist", table.path.display());

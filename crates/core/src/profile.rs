@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 
 use crate::format;
 use crate::metric::{Aggregate, MetricKind, TaskValue, spark_string};
+use crate::sampling::FunctionStats;
 
 /// One metric of one operator: its per-task values and the operator-level value.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,8 +90,99 @@ pub struct ProfileNode {
     pub metrics: Vec<NodeMetric>,
     /// Free-form facts about the operator (`key`, `value`).
     pub info: Vec<(String, String)>,
+    /// Functions the operator's expressions called, by CPU time, largest first.
+    pub functions: Vec<FunctionProfile>,
     /// Inputs of the operator.
     pub children: Vec<ProfileNode>,
+}
+
+/// Time spent in one function call site (operator, expression, function), exclusive of the
+/// functions that computed its arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FunctionProfile {
+    /// The function, e.g. `upper`.
+    pub name: String,
+    /// The call as written in the plan, e.g. `upper(customer.c_name)`.
+    pub expression: String,
+    /// Vectors (batches) the function was called on; exact.
+    pub vectors: u64,
+    /// Rows it was called on; exact.
+    pub rows: u64,
+    /// Vectors timed with the thread CPU clock.
+    pub cpu_timed_vectors: u64,
+    /// CPU nanoseconds (an estimate when `cpu_extrapolated`).
+    pub cpu_nanos: u64,
+    /// Wall nanoseconds (an estimate when `wall_extrapolated`).
+    pub wall_nanos: u64,
+    /// Whether `cpu_nanos` was extrapolated from sampled vectors.
+    pub cpu_extrapolated: bool,
+    /// Whether `wall_nanos` was extrapolated from sampled vectors.
+    pub wall_extrapolated: bool,
+    /// `full`, `sampled 1/N` or `wall only` (see [`FunctionStats::mode_label`]).
+    pub mode: String,
+    /// Times the sampling re-calibrated because the function's cost drifted.
+    pub recalibrations: u32,
+}
+
+impl FunctionProfile {
+    /// The call site's profile from the statistics of its samplers (one per thread).
+    pub fn from_stats(
+        name: impl Into<String>,
+        expression: impl Into<String>,
+        samplers: &[FunctionStats],
+    ) -> FunctionProfile {
+        let mut total = FunctionStats {
+            vectors: 0,
+            rows: 0,
+            cpu_timed_vectors: 0,
+            cpu_nanos: 0.0,
+            wall_nanos: 0.0,
+            cpu_extrapolated: false,
+            wall_extrapolated: false,
+            decision: None,
+            recalibrations: 0,
+        };
+        for s in samplers {
+            total.vectors += s.vectors;
+            total.rows += s.rows;
+            total.cpu_timed_vectors += s.cpu_timed_vectors;
+            total.cpu_nanos += s.cpu_nanos;
+            total.wall_nanos += s.wall_nanos;
+            total.cpu_extrapolated |= s.cpu_extrapolated;
+            total.wall_extrapolated |= s.wall_extrapolated;
+            total.recalibrations += s.recalibrations;
+        }
+        FunctionProfile {
+            name: name.into(),
+            expression: expression.into(),
+            vectors: total.vectors,
+            rows: total.rows,
+            cpu_timed_vectors: total.cpu_timed_vectors,
+            cpu_nanos: total.cpu_nanos.max(0.0).round() as u64,
+            wall_nanos: total.wall_nanos.max(0.0).round() as u64,
+            cpu_extrapolated: total.cpu_extrapolated,
+            wall_extrapolated: total.wall_extrapolated,
+            mode: total.mode_label(),
+            recalibrations: total.recalibrations,
+        }
+    }
+
+    /// The call site as JSON (camelCase keys).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "name": self.name,
+            "expression": self.expression,
+            "vectors": self.vectors,
+            "rows": self.rows,
+            "cpuTimedVectors": self.cpu_timed_vectors,
+            "cpuNanos": self.cpu_nanos,
+            "wallNanos": self.wall_nanos,
+            "cpuExtrapolated": self.cpu_extrapolated,
+            "wallExtrapolated": self.wall_extrapolated,
+            "mode": self.mode,
+            "recalibrations": self.recalibrations,
+        })
+    }
 }
 
 impl ProfileNode {
@@ -114,7 +206,7 @@ impl ProfileNode {
         })
     }
 
-    /// The node as JSON: `{"id","name","display","metrics":{name:{"value","kind",..}},"children":[..]}`.
+    /// The node as JSON: `{"id","name","display","metrics":{name:{"value","kind",..}},"functions":[..],"children":[..]}`.
     pub fn to_json(&self) -> Value {
         let metrics: Map<String, Value> = self
             .metrics
@@ -137,6 +229,15 @@ impl ProfileNode {
                 .collect();
             obj.insert("info".into(), Value::Object(info));
         }
+        obj.insert(
+            "functions".into(),
+            Value::Array(
+                self.functions
+                    .iter()
+                    .map(FunctionProfile::to_json)
+                    .collect(),
+            ),
+        );
         obj.insert(
             "children".into(),
             Value::Array(self.children.iter().map(ProfileNode::to_json).collect()),
@@ -368,6 +469,21 @@ fn render_node(node: &ProfileNode, depth: usize, total_self_cpu: i64, out: &mut 
     if !display.is_empty() && display != node.name {
         let _ = writeln!(out, "{indent}   {}", truncate(display, 110));
     }
+    for f in &node.functions {
+        let estimated = |yes: bool| if yes { "~" } else { "" };
+        let _ = writeln!(
+            out,
+            "{indent}   fn {}  cpu {}{}  wall {}{}  rows {}  vectors {}  {}",
+            truncate(&f.expression, 70),
+            estimated(f.cpu_extrapolated),
+            format::human_nanos(f.cpu_nanos),
+            estimated(f.wall_extrapolated),
+            format::human_nanos(f.wall_nanos),
+            format::integer(f.rows as i64),
+            format::integer(f.vectors as i64),
+            f.mode,
+        );
+    }
     for child in &node.children {
         render_node(child, depth + 1, total_self_cpu, out);
     }
@@ -436,6 +552,7 @@ mod tests {
                 metric(names::PEAK_MEMORY_BYTES, MetricKind::Size, [0, 4096]),
             ],
             info: vec![],
+            functions: vec![],
             children,
         }
     }
@@ -448,13 +565,26 @@ mod tests {
             [500, 524],
             vec![],
         );
-        let filter = node(
+        let mut filter = node(
             1,
             "FilterExec",
             [2_000_000, 2_000_000],
             [10, 12],
             vec![scan],
         );
+        filter.functions = vec![FunctionProfile {
+            name: "regexp_like".into(),
+            expression: "regexp_like(t.comment, Utf8(\"^a.*z$\"))".into(),
+            vectors: 250,
+            rows: 1_024_000,
+            cpu_timed_vectors: 4,
+            cpu_nanos: 1_250_000,
+            wall_nanos: 1_300_000,
+            cpu_extrapolated: true,
+            wall_extrapolated: true,
+            mode: "sampled 1/63".into(),
+            recalibrations: 0,
+        }];
         let agg = node(
             0,
             "AggregateExec",
@@ -506,10 +636,45 @@ mod tests {
         assert_eq!(plan["metrics"]["peakMemoryBytes"]["maxTaskId"], 1);
         assert_eq!(plan["children"][0]["children"][0]["id"], 2);
         assert_eq!(q["stages"][0]["nodeIds"], json!([0, 1, 2]));
+        let f = &plan["children"][0]["functions"][0];
+        assert_eq!(f["name"], "regexp_like");
+        assert_eq!(f["cpuNanos"], 1_250_000);
+        assert_eq!(f["cpuExtrapolated"], true);
+        assert_eq!(f["mode"], "sampled 1/63");
+        assert_eq!(plan["functions"], json!([]));
         assert_eq!(
             q["stages"][0]["tasks"][0]["metrics"]["cpuNanos"]["value"],
             33_000_000
         );
+    }
+
+    #[test]
+    fn a_call_site_sums_its_samplers() {
+        let stats = |vectors, timed, cpu: f64, extrapolated| FunctionStats {
+            vectors,
+            rows: vectors * 100,
+            cpu_timed_vectors: timed,
+            cpu_nanos: cpu,
+            wall_nanos: cpu * 1.1,
+            cpu_extrapolated: extrapolated,
+            wall_extrapolated: extrapolated,
+            decision: None,
+            recalibrations: 1,
+        };
+        let full = FunctionProfile::from_stats("f", "f(a)", &[stats(10, 10, 500.0, false)]);
+        assert_eq!((full.mode.as_str(), full.cpu_extrapolated), ("full", false));
+        let mixed = FunctionProfile::from_stats(
+            "f",
+            "f(a)",
+            &[stats(10, 10, 500.0, false), stats(90, 2, 4_500.4, true)],
+        );
+        assert_eq!(mixed.vectors, 100);
+        assert_eq!(mixed.rows, 10_000);
+        assert_eq!(mixed.cpu_timed_vectors, 12);
+        assert_eq!(mixed.cpu_nanos, 5_000);
+        assert!(mixed.cpu_extrapolated && mixed.wall_extrapolated);
+        assert_eq!(mixed.mode, "sampled 1/8");
+        assert_eq!(mixed.recalibrations, 2);
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! The sampler only decides and accumulates; the caller reads the clocks. One sampler serves
 //! one call site in one thread, so nothing here is shared or locked.
 //!
-//! Life of a sampler in adaptive mode: one warm-up vector (untimed); a few calibration
+//! Life of a sampler in adaptive mode: one warm-up vector (wall clock only, not used to
+//! decide); a few calibration
 //! vectors timed with the wall clock only; then a decision: *always track* when the CPU
 //! timer costs at most the budget (`max_overhead_pct` of the function's cost per vector),
 //! otherwise *sample* CPU at a mean rate 1/N_c and wall time at a denser 1/N_w, with gaps
@@ -204,10 +205,13 @@ pub struct FunctionStats {
 }
 
 impl FunctionStats {
-    /// `full`, or `sampled 1/N` with N the ratio of vectors to CPU-timed vectors.
+    /// `full`; `sampled 1/N` with N the ratio of vectors to CPU-timed vectors; or `wall
+    /// only` when no vector was CPU-timed yet (the CPU time is then estimated from wall).
     pub fn mode_label(&self) -> String {
         if self.cpu_timed_vectors >= self.vectors {
             "full".to_string()
+        } else if self.cpu_timed_vectors == 0 {
+            "wall only".to_string()
         } else {
             let n = self.vectors as f64 / self.cpu_timed_vectors.max(1) as f64;
             format!("sampled 1/{}", n.round() as u64)
@@ -215,12 +219,13 @@ impl FunctionStats {
     }
 }
 
-/// SplitMix64: a tiny, fast, well-mixed generator for sampling gaps.
+/// SplitMix64: a tiny, fast, well-mixed generator for sampling gaps (and test data).
 #[derive(Debug, Clone, Copy)]
-struct SplitMix64(u64);
+pub struct SplitMix64(pub u64);
 
 impl SplitMix64 {
-    fn next(&mut self) -> u64 {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -236,7 +241,7 @@ impl SplitMix64 {
         let lo = n.div_ceil(2);
         let hi = n + n / 2;
         let span = u64::from(hi - lo + 1);
-        lo + (((self.next() >> 32) * span) >> 32) as u32
+        lo + (((self.next_u64() >> 32) * span) >> 32) as u32
     }
 }
 
@@ -299,7 +304,9 @@ impl AdaptiveSampler {
     pub fn next_measure(&mut self) -> Measure {
         self.pending = match self.state {
             State::Forced | State::Decided(Decision::Always) => Measure::CpuAndWall,
-            State::Warmup => Measure::Nothing,
+            // the warm-up vector's cost is not used to decide (cold caches), but its wall
+            // time still counts in the estimate: a site called once is not left blank
+            State::Warmup => Measure::Wall,
             State::Calibrating { .. } => Measure::Wall,
             State::Decided(Decision::Sample {
                 cpu_every,
@@ -320,6 +327,39 @@ impl AdaptiveSampler {
             }
         };
         self.pending
+    }
+
+    /// How many of the coming vectors need no measurement at all. A caller may count those
+    /// itself, skip [`AdaptiveSampler::next_measure`] for them, and report them in bulk with
+    /// [`AdaptiveSampler::record_unmeasured`] before the next measured one: the fast path of
+    /// a sampled call then touches no sampler state.
+    pub fn unmeasured_run(&self) -> u32 {
+        match self.state {
+            State::Decided(Decision::Sample { .. }) => self
+                .cpu_countdown
+                .min(self.wall_countdown)
+                .saturating_sub(1),
+            _ => 0,
+        }
+    }
+
+    /// Records `vectors` calls over `rows` rows that measured nothing, as announced by
+    /// [`AdaptiveSampler::unmeasured_run`]; the same as stepping through them one by one.
+    pub fn record_unmeasured(&mut self, vectors: u32, rows: u64) {
+        if vectors == 0 {
+            return;
+        }
+        debug_assert!(
+            vectors <= self.unmeasured_run(),
+            "more vectors than the run"
+        );
+        let n = vectors.min(self.unmeasured_run());
+        self.cpu_countdown -= n;
+        self.wall_countdown -= n;
+        self.vectors += u64::from(vectors);
+        self.rows += rows;
+        self.epoch.vectors += u64::from(vectors);
+        self.epoch.rows += rows;
     }
 
     /// Records the call announced by the last [`AdaptiveSampler::next_measure`]: its rows and what
@@ -375,7 +415,9 @@ impl AdaptiveSampler {
                     let x = w.max(0.0) / rows as f64;
                     self.row_cost_average += (x - self.row_cost_average) / 16.0;
                 }
-                if self.drifted() {
+                // drift is judged when a sample arrives, so counting unmeasured vectors in
+                // bulk (`record_unmeasured`) decides exactly as stepping through them would
+                if wall.is_some() && self.drifted() {
                     self.recalibrations += 1;
                     self.close_epoch();
                     self.state = State::Calibrating {
@@ -614,6 +656,25 @@ mod tests {
     }
 
     #[test]
+    fn a_site_called_once_still_has_an_estimate() {
+        let mut s = adaptive(1.0, 1);
+        assert_eq!(s.next_measure(), Measure::Wall);
+        s.record(
+            100,
+            Measurement {
+                wall_nanos: Some(5_000),
+                cpu_nanos: None,
+            },
+        );
+        let stats = s.stats();
+        assert_eq!((stats.vectors, stats.cpu_timed_vectors), (1, 0));
+        assert_eq!(stats.wall_nanos, 5_000.0);
+        assert!(stats.cpu_nanos > 0.0 && stats.cpu_nanos <= 5_000.0);
+        assert!(stats.cpu_extrapolated && !stats.wall_extrapolated);
+        assert_eq!(stats.mode_label(), "wall only");
+    }
+
+    #[test]
     fn an_expensive_function_is_always_tracked() {
         let mut s = adaptive(1.0, 1);
         let (stats, truth, _) = drive(&mut s, (0..1000).map(|_| (10_000, 1_000_000.0)));
@@ -693,6 +754,49 @@ mod tests {
         let (stats, truth, _) = drive(&mut s, batches);
         assert_eq!(stats.recalibrations, 1);
         assert!((stats.wall_nanos - truth).abs() / truth < 0.03);
+    }
+
+    #[test]
+    fn skipping_unmeasured_runs_equals_stepping() {
+        // the same input through both paths yields the same decisions and estimates
+        let batches: Vec<(u64, f64)> = (0..5_000u64)
+            .map(|i| (100 + (i * 37) % 900, 40.0 + ((i * 13) % 7) as f64))
+            .collect();
+        let mut stepped = adaptive(1.0, 7);
+        let (expected, _, _) = drive(&mut stepped, batches.iter().copied());
+        let mut skipping = adaptive(1.0, 7);
+        let (mut pending_vectors, mut pending_rows, mut skip) = (0u32, 0u64, 0u32);
+        let mut skipped_total = 0u64;
+        for &(rows, cost) in &batches {
+            if skip > 0 {
+                skip -= 1;
+                pending_vectors += 1;
+                pending_rows += rows;
+                skipped_total += 1;
+                continue;
+            }
+            skipping.record_unmeasured(pending_vectors, pending_rows);
+            (pending_vectors, pending_rows) = (0, 0);
+            let m = match skipping.next_measure() {
+                Measure::Nothing => Measurement::default(),
+                Measure::Wall => Measurement {
+                    wall_nanos: Some(cost as u64),
+                    cpu_nanos: None,
+                },
+                Measure::CpuAndWall => Measurement {
+                    wall_nanos: Some(cost as u64),
+                    cpu_nanos: Some(cost as u64),
+                },
+            };
+            skipping.record(rows, m);
+            skip = skipping.unmeasured_run();
+        }
+        skipping.record_unmeasured(pending_vectors, pending_rows);
+        assert!(
+            skipped_total > 4_000,
+            "the fast path was taken {skipped_total} times"
+        );
+        assert_eq!(skipping.stats(), expected);
     }
 
     #[test]

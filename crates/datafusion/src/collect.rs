@@ -1,19 +1,22 @@
 //! Turning an executed, wrapped plan into a [`QueryProfile`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use datafusion::physical_plan::metrics::MetricValue;
 use datafusion::physical_plan::{ExecutionPlan, displayable};
-use qprof_core::counters::OperatorTaskSnapshot;
+use qprof_core::counters::{OperatorTaskCounters, OperatorTaskSnapshot};
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
 use qprof_core::profile::{
-    NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskMetric, TaskProfile, names,
+    FunctionProfile, NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskMetric, TaskProfile,
+    names,
 };
+use qprof_core::sampling::FunctionStats;
 
 use crate::definitions::{self, Reading, SUPERSEDED};
 use crate::exec::ProfiledExec;
+use crate::functions::FunctionSite;
 
 /// Hands out stage and task ids that are unique within one run (one application), as
 /// Spark's are: every query's stages and tasks get ids no earlier query used.
@@ -141,8 +144,28 @@ pub fn collect_profile(
     }
     let tasks = TaskMap(tasks);
     let mut next_unwrapped_id = wrapped.iter().map(|e| e.node_id() + 1).max().unwrap_or(0);
-    let root = build_node(plan, &readings, &tasks, base, &mut next_unwrapped_id);
     let plan_state = wrapped.first().map(|e| Arc::clone(&e.stats().plan));
+    let (mut functions, unplaced) = match &plan_state {
+        Some(state) => place_functions(&wrapped, &state.sites()),
+        None => (HashMap::new(), Vec::new()),
+    };
+    let mut root = build_node(
+        plan,
+        &readings,
+        &tasks,
+        base,
+        &mut next_unwrapped_id,
+        &mut functions,
+    );
+    // calls made outside any operator's frame
+    if !unplaced.is_empty() {
+        root.info.push((
+            "functionsOfUnknownOperators".to_string(),
+            unplaced.len().to_string(),
+        ));
+        root.functions.extend(unplaced);
+        sort_functions(&mut root.functions);
+    }
     let stages = stage_nodes
         .iter()
         .map(|(&stage, node_ids)| {
@@ -182,6 +205,7 @@ fn build_node(
     tasks: &TaskMap,
     stage_base: u32,
     next_unwrapped_id: &mut usize,
+    functions: &mut HashMap<usize, Vec<FunctionProfile>>,
 ) -> ProfileNode {
     let display = displayable(plan.as_ref()).one_line().to_string();
     let name = plan.name().to_string();
@@ -218,8 +242,10 @@ fn build_node(
     let children = plan
         .children()
         .into_iter()
-        .map(|c| build_node(c, readings, tasks, stage_base, next_unwrapped_id))
+        .map(|c| build_node(c, readings, tasks, stage_base, next_unwrapped_id, functions))
         .collect();
+    let mut functions = functions.remove(&id).unwrap_or_default();
+    sort_functions(&mut functions);
     ProfileNode {
         id,
         name,
@@ -227,8 +253,52 @@ fn build_node(
         stage_id: stage_id.map(|s| stage_base + s),
         metrics,
         info,
+        functions,
         children,
     }
+}
+
+/// The profiles of the function call sites, by the node that evaluated them, and those
+/// called outside any operator. Sites never called are left out.
+fn place_functions(
+    wrapped: &[&ProfiledExec],
+    sites: &[Arc<FunctionSite>],
+) -> (HashMap<usize, Vec<FunctionProfile>>, Vec<FunctionProfile>) {
+    let mut owners: HashMap<*const OperatorTaskCounters, usize> = HashMap::new();
+    for exec in wrapped {
+        let stats = exec.stats();
+        owners.insert(Arc::as_ptr(&stats.spawned), exec.node_id());
+        for (_, task) in stats.executed_tasks() {
+            owners.insert(Arc::as_ptr(&task), exec.node_id());
+        }
+    }
+    let mut placed: HashMap<usize, Vec<FunctionProfile>> = HashMap::new();
+    let mut unplaced = Vec::new();
+    for site in sites {
+        // the threads' samplers, by the node they ran in (None: outside any operator)
+        let mut by_node: BTreeMap<Option<usize>, Vec<FunctionStats>> = BTreeMap::new();
+        for (operator, stats) in site.stats_by_operator() {
+            let node = operator.and_then(|op| owners.get(&Arc::as_ptr(&op)).copied());
+            by_node.entry(node).or_default().push(stats);
+        }
+        for (node, stats) in by_node {
+            let profile = FunctionProfile::from_stats(site.name(), site.expression(), &stats);
+            match node {
+                Some(node) => placed.entry(node).or_default().push(profile),
+                None => unplaced.push(profile),
+            }
+        }
+    }
+    (placed, unplaced)
+}
+
+/// Largest CPU first; ties by expression, so the order is stable.
+fn sort_functions(functions: &mut [FunctionProfile]) {
+    functions.sort_by(|a, b| {
+        b.cpu_nanos
+            .cmp(&a.cpu_nanos)
+            .then_with(|| a.expression.cmp(&b.expression))
+    });
 }
 
 /// The base metrics every wrapped operator has, one value per task.

@@ -11,6 +11,8 @@
 //! - DataFusion's own metrics of each operator are kept and renamed through
 //!   per-operator-type tables ([`definitions`]).
 //! - The plan is cut into stages at exchanges; each stage partition is a task.
+//! - Each scalar function call site is timed, fully or by adaptive sampling, as the
+//!   session's [`QprofOptions`] (`qprof.expression.*`) ask ([`functions`]).
 //!
 //! [`ProfilingSession`] puts it together.
 #![deny(missing_docs)]
@@ -18,7 +20,10 @@
 mod collect;
 pub mod definitions;
 mod exec;
+pub mod function_bench;
+pub mod functions;
 mod memory;
+pub mod options;
 mod rule;
 mod session;
 mod spawn;
@@ -26,6 +31,8 @@ mod stats;
 
 pub use collect::{QueryInfo, RunIds, collect_profile};
 pub use exec::ProfiledExec;
+pub use functions::ProfilingQueryPlanner;
+pub use options::QprofOptions;
 pub use rule::ProfilingRule;
 pub use session::{
     ProfileError, ProfiledQuery, ProfilingSession, QueryFailure, plain_context, plan_text,

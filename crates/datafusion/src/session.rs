@@ -12,7 +12,9 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use qprof_core::profile::QueryProfile;
 
 use crate::collect::{QueryInfo, RunIds, collect_profile};
+use crate::functions::{ProfilingQueryPlanner, timer_costs};
 use crate::memory::AttributingPool;
+use crate::options::QprofOptions;
 use crate::rule::ProfilingRule;
 use crate::spawn::install_spawn_attribution;
 
@@ -79,12 +81,20 @@ impl ProfilingSession {
             memory_pool: Arc::new(AttributingPool::new(Arc::clone(&runtime.memory_pool))),
             ..RuntimeEnv::clone(&runtime)
         });
+        let config = if config.options().extensions.get::<QprofOptions>().is_some() {
+            config
+        } else {
+            config.with_option_extension(QprofOptions::default())
+        };
         let state = SessionStateBuilder::new()
             .with_config(config)
             .with_runtime_env(runtime)
             .with_default_features()
+            .with_query_planner(Arc::new(ProfilingQueryPlanner))
             .with_physical_optimizer_rule(Arc::new(ProfilingRule))
             .build();
+        // measured once per process; better before the first query than inside it
+        let _ = timer_costs();
         Self {
             context: SessionContext::new_with_state(state),
             ids: RunIds::default(),

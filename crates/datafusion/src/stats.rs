@@ -6,6 +6,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use qprof_core::counters::{MemoryTracker, OperatorTaskCounters};
 
+use crate::functions::FunctionSite;
+
 /// Marks an operator whose stage has not been assigned.
 const NO_STAGE: u32 = u32::MAX;
 
@@ -14,6 +16,8 @@ const NO_STAGE: u32 = u32::MAX;
 pub(crate) struct PlanState {
     /// Memory of each (stage, partition): the exact peak of a task across its operators.
     stage_tasks: Mutex<HashMap<(u32, usize), Arc<MemoryTracker>>>,
+    /// Every function call site planned for the query, placed in an operator or not.
+    sites: Mutex<Vec<Arc<FunctionSite>>>,
 }
 
 impl PlanState {
@@ -24,6 +28,22 @@ impl PlanState {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         Arc::clone(tasks.entry((stage, partition)).or_default())
+    }
+
+    /// Adds the function call sites planned for the query.
+    pub(crate) fn add_sites(&self, sites: Vec<Arc<FunctionSite>>) {
+        self.sites
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(sites);
+    }
+
+    /// Every function call site planned for the query.
+    pub(crate) fn sites(&self) -> Vec<Arc<FunctionSite>> {
+        self.sites
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Peak memory of task `partition` of `stage`, 0 if it reserved nothing.

@@ -6,7 +6,10 @@
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasher, Hasher};
 
-use qprof_core::profile::{ProfileNode, QueryProfile, StageProfile, TaskProfile, names};
+use qprof_core::metric::{MetricKind, TaskValue};
+use qprof_core::profile::{
+    NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskProfile, names,
+};
 use serde_json::{Map, Value, json};
 
 use crate::spark::{EXECUTOR_METRIC_NAMES, events};
@@ -61,6 +64,29 @@ fn uuid_v4() -> String {
         &hex[16..20],
         &hex[20..32]
     )
+}
+
+/// The profile with each operator's function call sites added as SQL metrics: the CPU time
+/// of each, as a driver-side value (sites are measured per thread, not per task), so that
+/// Spark's UI lists them under the operator.
+fn with_function_metrics(profile: &QueryProfile) -> QueryProfile {
+    fn add(node: &mut ProfileNode) {
+        for (i, f) in node.functions.iter().enumerate() {
+            node.metrics.push(NodeMetric::summed(
+                format!("functionCpuNanos{i}"),
+                format!("cpu time of {}", f.expression),
+                MetricKind::NsTiming,
+                vec![TaskValue {
+                    task: None,
+                    value: i64::try_from(f.cpu_nanos).unwrap_or(i64::MAX),
+                }],
+            ));
+        }
+        node.children.iter_mut().for_each(add);
+    }
+    let mut out = profile.clone();
+    add(&mut out.plan);
+    out
 }
 
 /// Accumulator ids of every (node, metric) of a plan, assigned in pre-order.
@@ -319,6 +345,9 @@ pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Ve
         out.push(sql_end(execution_id, q, &query_id));
         return out;
     };
+    let recorded = profile;
+    let with_functions = with_function_metrics(profile);
+    let profile = &with_functions;
     let accs = Accumulators::assign(&profile.plan, ids);
     out.push(json!({
         "Event": events::SQL_EXECUTION_START,
@@ -472,7 +501,7 @@ pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Ve
             "accumUpdates": driver_updates,
         }));
     }
-    let mut extension = profile.to_json();
+    let mut extension = recorded.to_json();
     if let Value::Object(o) = &mut extension {
         let accumulators: Map<String, Value> = profile
             .plan

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
 use qprof_core::profile::{
-    NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskMetric, TaskProfile, names,
+    FunctionProfile, NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskMetric, TaskProfile,
+    names,
 };
 use qprof_eventlog::layout::discover;
 use qprof_eventlog::profile_events::QueryRecord;
@@ -56,6 +57,7 @@ fn node(
         stage_id: Some(stage),
         metrics,
         info: vec![("note".into(), format!("node {id}"))],
+        functions: vec![],
         children,
     }
 }
@@ -108,7 +110,7 @@ fn profile() -> QueryProfile {
         ],
         vec![],
     );
-    let partial = node(
+    let mut partial = node(
         2,
         "AggregateExec",
         3,
@@ -126,6 +128,19 @@ fn profile() -> QueryProfile {
         ],
         vec![scan],
     );
+    partial.functions = vec![FunctionProfile {
+        name: "upper".into(),
+        expression: "upper(t.k)".into(),
+        vectors: 40,
+        rows: 40_000,
+        cpu_timed_vectors: 4,
+        cpu_nanos: 2_500_000,
+        wall_nanos: 2_600_000,
+        cpu_extrapolated: true,
+        wall_extrapolated: true,
+        mode: "sampled 1/10".into(),
+        recalibrations: 0,
+    }];
     let exchange = node(
         1,
         "RepartitionExec",
@@ -251,15 +266,32 @@ fn a_written_log_replays_to_the_profile() {
                 node["nodeId"].as_i64().unwrap(),
                 m["name"].as_str().unwrap().to_string(),
             );
+            seen += 1;
+            if key.1 == "cpu time of upper(t.k)" {
+                assert_eq!(key.0, 2);
+                let driver_only = NodeMetric::summed(
+                    "f",
+                    "f",
+                    MetricKind::NsTiming,
+                    vec![TaskValue {
+                        task: None,
+                        value: 2_500_000,
+                    }],
+                );
+                assert_eq!(m["value"], driver_only.spark_string().as_str());
+                continue;
+            }
             assert_eq!(
                 Some(m["value"].as_str().unwrap()),
                 expected.get(&key).map(String::as_str),
                 "{key:?}"
             );
-            seen += 1;
         }
     }
-    assert_eq!(seen, expected.len());
+    // each function call site is one more metric of its operator
+    let functions = p.plan.iter().map(|n| n.functions.len()).sum::<usize>();
+    assert_eq!(functions, 1);
+    assert_eq!(seen, expected.len() + functions);
     // the driver value is rendered with its (driver) annotation
     assert!(expected.values().any(|v| v.contains("(driver)")));
     // tasks, task metrics and stage figures
@@ -288,6 +320,9 @@ fn a_written_log_replays_to_the_profile() {
     let ext = rest::qprof_profile(state, 0).unwrap();
     assert_eq!(ext["query"]["sql"], p.sql.as_str());
     assert_eq!(ext["query"]["plan"]["name"], "AggregateExec");
+    let f = &ext["query"]["plan"]["children"][0]["children"][0]["functions"][0];
+    assert_eq!(f["expression"], "upper(t.k)");
+    assert_eq!(f["cpuNanos"], 2_500_000);
     // environment strings are never null (clients call string methods on them)
     let env = rest::environment(state).unwrap();
     assert!(env["runtime"]["scalaVersion"].is_string());

@@ -1063,6 +1063,22 @@
           h('span', { class: 'share-text' }, fmtPct(sh))), 'share-cell'));
     });
 
+    // Function call sites of all operators, by CPU time (~ marks sampled estimates).
+    const functionRows = [];
+    for (const n of profMap.values()) {
+      for (const f of Array.isArray(n.functions) ? n.functions : []) functionRows.push([n, f]);
+    }
+    functionRows.sort((a, b) => (b[1].cpuNanos || 0) - (a[1].cpuNanos || 0));
+    const estimated = (yes, v) => (yes ? `~${v}` : v);
+    const fnRows = functionRows.map(([n, f]) => h('tr', { class: 'function-row', 'data-op-id': n.id, onclick: () => onSelect(n.id) },
+      td(h('button', { type: 'button', class: 'linkish' }, `#${n.id} ${n.name}`)),
+      td(h('span', { class: 'mono small', title: f.expression }, f.expression)),
+      td(estimated(f.cpuExtrapolated, fmtNs(f.cpuNanos)), 'num'),
+      td(estimated(f.wallExtrapolated, fmtNs(f.wallNanos)), 'num'),
+      td(fmtInt(f.rows), 'num'),
+      td(fmtInt(f.vectors), 'num'),
+      td(f.mode)));
+
     // Jobs and stages of this query.
     const jobIds = [...(sql.successJobIds || []), ...(sql.failedJobIds || []), ...(sql.runningJobIds || [])].sort((a, b) => a - b);
     const jobsById = new Map((jobs || []).map((j) => [j.jobId, j]));
@@ -1121,6 +1137,9 @@
             topRows.length ? table({ class: 'data compact' }, ['', 'Operator', ['Self time', 'num'], 'Share'], topRows)
               : h('p', { class: 'muted' }, 'No operator timings.')),
           card('Selected operator', { class: 'card' }, details)),
+        fnRows.length ? card('Functions', { id: 'functions' },
+          table({ class: 'data compact', id: 'function-table' },
+            ['Operator', 'Call', ['CPU', 'num'], ['Wall', 'num'], ['Rows', 'num'], ['Vectors', 'num'], 'Timing'], fnRows)) : null,
         card('Summary', { id: 'query-summary' }, summaryFacts,
           failed || sql.errorMessage ? h('div', { class: 'error-message-box', id: 'query-error' },
             h('div', { class: 'error-title' }, 'Error'), h('pre', null, sql.errorMessage || 'The query failed.')) : null),

@@ -1,0 +1,580 @@
+//! Per-function CPU time: every scalar function call site of a plan is wrapped so that each
+//! vector it is called on is counted, and timed as [`QprofOptions`] asks (fully, or sampled
+//! adaptively within an overhead budget).
+//!
+//! The wrapping happens on the optimized logical plan, just before physical planning
+//! ([`ProfilingQueryPlanner`]): each `Expr::ScalarFunction` gets a [`TimedUdf`] of its own,
+//! so each call site has its own [`FunctionSite`]. The physical plan then holds ordinary
+//! `ScalarFunctionExpr`s, and every expression downcast keeps working. A `TimedUdf` compares
+//! and hashes as the function it wraps, so plans are the same as without it.
+//!
+//! `invoke_with_args` receives arguments already evaluated, so the time measured inside it
+//! is the function's own (exclusive) time. Functions that DataFusion downcasts
+//! (`get_field`, struct constructors, the file-metadata functions) and async functions are
+//! left unwrapped.
+//!
+//! Each thread that calls a site gets a shard with its own sampler, so the hot path
+//! takes no lock and executes no atomic read-modify-write: a vector the sampler does not
+//! want measured costs a thread-local lookup and three relaxed stores.
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::thread::ThreadId;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::{DataType, FieldRef};
+use datafusion::catalog::Session;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{ExprSchema, Result, ScalarValue};
+use datafusion::config::ConfigOptions;
+use datafusion::execution::context::QueryPlanner;
+use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::logical_expr::interval_arithmetic::Interval;
+use datafusion::logical_expr::preimage::PreimageResult;
+use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
+use datafusion::logical_expr::sort_properties::{ExprProperties, SortProperties};
+use datafusion::logical_expr::{
+    ColumnarValue, Documentation, Expr, ExpressionPlacement, LogicalPlan, ReturnFieldArgs,
+    ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, StructFieldMapping,
+};
+use datafusion::physical_expr::ScalarFunctionExpr;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_planner::{DefaultPhysicalPlanner, PhysicalPlanner};
+use qprof_core::attribution;
+use qprof_core::clock::{ClockSource, SystemClock};
+use qprof_core::counters::OperatorTaskCounters;
+use qprof_core::profile::FunctionProfile;
+use qprof_core::sampling::{
+    AdaptiveSampler, FunctionStats, Measure, Measurement, TimerCosts, TrackingMode,
+};
+
+use crate::exec::ProfiledExec;
+use crate::options::QprofOptions;
+
+/// Functions that are never wrapped: DataFusion recognizes them by their type.
+const NEVER_WRAPPED: [&str; 5] = [
+    "get_field",
+    "named_struct",
+    "struct",
+    "input_file_name",
+    "file_row_index",
+];
+
+/// The costs of this machine's timers, measured once per process.
+pub fn timer_costs() -> TimerCosts {
+    static COSTS: OnceLock<TimerCosts> = OnceLock::new();
+    *COSTS.get_or_init(|| TimerCosts::measure(&SystemClock, 31, 16))
+}
+
+/// One call site of a scalar function: what it is and what its callers measured.
+pub struct FunctionSite {
+    id: u64,
+    name: String,
+    expression: String,
+    mode: TrackingMode,
+    shards: Mutex<Vec<Arc<SiteShard>>>,
+}
+
+impl fmt::Debug for FunctionSite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FunctionSite")
+            .field("id", &self.id)
+            .field("expression", &self.expression)
+            .field("mode", &self.mode)
+            .finish()
+    }
+}
+
+/// The measurements of one site in one thread. Only the owning thread writes it (plain
+/// loads and stores, no read-modify-write); anyone may read it.
+struct SiteShard {
+    owner: ThreadId,
+    /// The operator task whose frame was open at the thread's first call: the operator
+    /// that evaluates the expression.
+    operator: Option<Arc<OperatorTaskCounters>>,
+    /// Coming vectors the sampler does not want measured.
+    skip: AtomicU32,
+    /// Vectors (and their rows) counted on the fast path, not yet given to the sampler.
+    pending_vectors: AtomicU32,
+    pending_rows: AtomicU64,
+    sampler: Mutex<AdaptiveSampler>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Shards of the sites this thread called lately, by site id modulo the size.
+const SHARD_CACHE: usize = 64;
+
+type ShardCache = [Option<(u64, Arc<SiteShard>)>; SHARD_CACHE];
+
+thread_local! {
+    static SHARDS: RefCell<ShardCache> = const { RefCell::new([const { None }; SHARD_CACHE]) };
+}
+
+/// What the fast path left to do.
+enum Step {
+    /// The vector was counted; call the function untimed.
+    Counted,
+    /// The sampler decides about this vector.
+    Sample(Arc<SiteShard>),
+    /// This thread has no shard of the site in its cache.
+    Miss,
+}
+
+impl FunctionSite {
+    /// A new call site of `name`, written `expression` in the plan, tracked in `mode`.
+    pub fn new(name: &str, expression: String, mode: TrackingMode) -> FunctionSite {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        FunctionSite {
+            id: NEXT_ID.fetch_add(1, Relaxed),
+            name: name.to_string(),
+            expression,
+            mode,
+            shards: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The function's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The call as written in the plan.
+    pub fn expression(&self) -> &str {
+        &self.expression
+    }
+
+    /// How the site is tracked.
+    pub fn mode(&self) -> TrackingMode {
+        self.mode
+    }
+
+    /// What the site measured so far, one entry per thread that called it.
+    pub fn stats(&self) -> Vec<FunctionStats> {
+        lock(&self.shards).iter().map(|s| s.stats()).collect()
+    }
+
+    /// The site's profile so far.
+    pub fn profile(&self) -> FunctionProfile {
+        FunctionProfile::from_stats(&self.name, &self.expression, &self.stats())
+    }
+
+    /// What the site measured so far, one entry per thread that called it, with the
+    /// operator task whose frame was open at that thread's first call (`None` when no frame
+    /// was open): the operator that evaluates the expression.
+    pub fn stats_by_operator(&self) -> Vec<(Option<Arc<OperatorTaskCounters>>, FunctionStats)> {
+        lock(&self.shards)
+            .iter()
+            .map(|s| (s.operator.clone(), s.stats()))
+            .collect()
+    }
+
+    /// Calls `call` on a vector of `rows` rows, counting it and timing it as the sampler of
+    /// the calling thread decides.
+    #[inline]
+    pub fn call<T>(&self, rows: u64, call: impl FnOnce() -> T) -> T {
+        let step = SHARDS
+            .try_with(|cache| {
+                let Ok(cache) = cache.try_borrow() else {
+                    return Step::Miss;
+                };
+                match &cache[self.slot()] {
+                    Some((id, shard)) if *id == self.id => {
+                        if shard.count_unmeasured(rows) {
+                            Step::Counted
+                        } else {
+                            Step::Sample(Arc::clone(shard))
+                        }
+                    }
+                    _ => Step::Miss,
+                }
+            })
+            .unwrap_or(Step::Miss);
+        match step {
+            Step::Counted => call(),
+            Step::Sample(shard) => self.sampled_call(&shard, rows, call),
+            Step::Miss => {
+                let shard = self.shard_of_this_thread();
+                if shard.count_unmeasured(rows) {
+                    call()
+                } else {
+                    self.sampled_call(&shard, rows, call)
+                }
+            }
+        }
+    }
+
+    fn slot(&self) -> usize {
+        (self.id % SHARD_CACHE as u64) as usize
+    }
+
+    /// The calling thread's shard, created on its first call, and cached.
+    fn shard_of_this_thread(&self) -> Arc<SiteShard> {
+        let me = std::thread::current().id();
+        let shard = {
+            let mut shards = lock(&self.shards);
+            match shards.iter().find(|s| s.owner == me) {
+                Some(s) => Arc::clone(s),
+                None => {
+                    let seed = self
+                        .id
+                        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                        .wrapping_add(shards.len() as u64);
+                    let shard = Arc::new(SiteShard {
+                        owner: me,
+                        operator: attribution::current(),
+                        skip: AtomicU32::new(0),
+                        pending_vectors: AtomicU32::new(0),
+                        pending_rows: AtomicU64::new(0),
+                        sampler: Mutex::new(AdaptiveSampler::new(self.mode, timer_costs(), seed)),
+                    });
+                    shards.push(Arc::clone(&shard));
+                    shard
+                }
+            }
+        };
+        let _ = SHARDS.try_with(|cache| {
+            if let Ok(mut cache) = cache.try_borrow_mut() {
+                cache[self.slot()] = Some((self.id, Arc::clone(&shard)));
+            }
+        });
+        shard
+    }
+
+    /// A vector the sampler decides about: measured as it asks, then recorded.
+    #[cold]
+    fn sampled_call<T>(&self, shard: &SiteShard, rows: u64, call: impl FnOnce() -> T) -> T {
+        let measure = {
+            let mut sampler = lock(&shard.sampler);
+            sampler.record_unmeasured(
+                shard.pending_vectors.load(Relaxed),
+                shard.pending_rows.load(Relaxed),
+            );
+            shard.pending_vectors.store(0, Relaxed);
+            shard.pending_rows.store(0, Relaxed);
+            sampler.next_measure()
+        };
+        let clock = SystemClock;
+        let (result, measurement) = match measure {
+            Measure::Nothing => (call(), Measurement::default()),
+            Measure::Wall => {
+                let w0 = clock.now_ticks();
+                let result = call();
+                let w1 = clock.now_ticks();
+                let wall = clock.ticks_to_nanos(w1.saturating_sub(w0));
+                (
+                    result,
+                    Measurement {
+                        wall_nanos: Some(wall),
+                        cpu_nanos: None,
+                    },
+                )
+            }
+            Measure::CpuAndWall => {
+                let c0 = clock.thread_cpu_nanos();
+                let w0 = clock.now_ticks();
+                let result = call();
+                let w1 = clock.now_ticks();
+                let c1 = clock.thread_cpu_nanos();
+                let wall = clock.ticks_to_nanos(w1.saturating_sub(w0));
+                (
+                    result,
+                    Measurement {
+                        wall_nanos: Some(wall),
+                        cpu_nanos: Some(c1.saturating_sub(c0)),
+                    },
+                )
+            }
+        };
+        let mut sampler = lock(&shard.sampler);
+        sampler.record(rows, measurement);
+        shard.skip.store(sampler.unmeasured_run(), Relaxed);
+        result
+    }
+}
+
+impl SiteShard {
+    fn stats(&self) -> FunctionStats {
+        let mut sampler = lock(&self.sampler).clone();
+        sampler.record_unmeasured(
+            self.pending_vectors.load(Relaxed),
+            self.pending_rows.load(Relaxed),
+        );
+        sampler.stats()
+    }
+
+    /// Counts the vector without the sampler if it is one the sampler skips.
+    #[inline]
+    fn count_unmeasured(&self, rows: u64) -> bool {
+        let skip = self.skip.load(Relaxed);
+        if skip == 0 {
+            return false;
+        }
+        self.skip.store(skip - 1, Relaxed);
+        self.pending_vectors
+            .store(self.pending_vectors.load(Relaxed) + 1, Relaxed);
+        self.pending_rows
+            .store(self.pending_rows.load(Relaxed) + rows, Relaxed);
+        true
+    }
+}
+
+/// A scalar function wrapped to measure one call site. Compares and hashes as the function
+/// it wraps; every other method delegates to it.
+pub struct TimedUdf {
+    inner: Arc<dyn ScalarUDFImpl>,
+    site: Arc<FunctionSite>,
+}
+
+impl TimedUdf {
+    /// Wraps `inner` for the call site `site`.
+    pub fn new(inner: Arc<dyn ScalarUDFImpl>, site: Arc<FunctionSite>) -> TimedUdf {
+        TimedUdf { inner, site }
+    }
+
+    /// The call site this wrapper measures.
+    pub fn site(&self) -> &Arc<FunctionSite> {
+        &self.site
+    }
+
+    /// The site measured by `expr`, if it is a call of a wrapped function.
+    pub fn site_of(
+        expr: &dyn datafusion::physical_plan::PhysicalExpr,
+    ) -> Option<&Arc<FunctionSite>> {
+        let call = expr.downcast_ref::<ScalarFunctionExpr>()?;
+        call.fun()
+            .inner()
+            .downcast_ref::<TimedUdf>()
+            .map(TimedUdf::site)
+    }
+
+    /// Whether calls of `udf` can be wrapped without changing how DataFusion plans them.
+    pub fn can_wrap(udf: &ScalarUDF) -> bool {
+        !NEVER_WRAPPED.contains(&udf.name())
+            && udf.as_async().is_none()
+            && !udf.inner().is::<TimedUdf>()
+    }
+}
+
+impl fmt::Debug for TimedUdf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimedUdf")
+            .field("inner", &self.inner)
+            .field("site", &self.site.id)
+            .finish()
+    }
+}
+
+impl PartialEq for TimedUdf {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner.dyn_eq(other.inner.as_ref() as &dyn Any)
+    }
+}
+
+impl Eq for TimedUdf {}
+
+impl Hash for TimedUdf {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.inner.dyn_hash(state);
+    }
+}
+
+#[warn(clippy::missing_trait_methods)]
+impl ScalarUDFImpl for TimedUdf {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn aliases(&self) -> &[String] {
+        self.inner.aliases()
+    }
+
+    fn display_name(&self, args: &[Expr]) -> Result<String> {
+        #[expect(deprecated)]
+        self.inner.display_name(args)
+    }
+
+    fn schema_name(&self, args: &[Expr]) -> Result<String> {
+        self.inner.schema_name(args)
+    }
+
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        self.inner.return_type(arg_types)
+    }
+
+    fn with_updated_config(&self, config: &ConfigOptions) -> Option<ScalarUDF> {
+        self.inner.with_updated_config(config).map(|updated| {
+            ScalarUDF::new_from_impl(TimedUdf::new(
+                Arc::clone(updated.inner()),
+                Arc::clone(&self.site),
+            ))
+        })
+    }
+
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        self.inner.return_field_from_args(args)
+    }
+
+    fn is_nullable(&self, args: &[Expr], schema: &dyn ExprSchema) -> bool {
+        #[expect(deprecated)]
+        self.inner.is_nullable(args, schema)
+    }
+
+    fn is_strict(&self) -> bool {
+        self.inner.is_strict()
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let rows = args.number_rows as u64;
+        self.site.call(rows, || self.inner.invoke_with_args(args))
+    }
+
+    fn simplify(&self, args: Vec<Expr>, info: &SimplifyContext) -> Result<ExprSimplifyResult> {
+        self.inner.simplify(args, info)
+    }
+
+    fn preimage(
+        &self,
+        args: &[Expr],
+        lit_expr: &Expr,
+        info: &SimplifyContext,
+    ) -> Result<PreimageResult> {
+        self.inner.preimage(args, lit_expr, info)
+    }
+
+    fn conditional_arguments<'a>(
+        &self,
+        args: &'a [Expr],
+    ) -> Option<(Vec<&'a Expr>, Vec<&'a Expr>)> {
+        self.inner.conditional_arguments(args)
+    }
+
+    fn short_circuits(&self) -> bool {
+        self.inner.short_circuits()
+    }
+
+    fn evaluate_bounds(&self, input: &[&Interval]) -> Result<Interval> {
+        self.inner.evaluate_bounds(input)
+    }
+
+    fn propagate_constraints(
+        &self,
+        interval: &Interval,
+        inputs: &[&Interval],
+    ) -> Result<Option<Vec<Interval>>> {
+        self.inner.propagate_constraints(interval, inputs)
+    }
+
+    fn output_ordering(&self, inputs: &[ExprProperties]) -> Result<SortProperties> {
+        self.inner.output_ordering(inputs)
+    }
+
+    fn preserves_lex_ordering(&self, inputs: &[ExprProperties]) -> Result<bool> {
+        self.inner.preserves_lex_ordering(inputs)
+    }
+
+    fn strictly_order_preserving(&self, inputs: &[ExprProperties]) -> Result<bool> {
+        self.inner.strictly_order_preserving(inputs)
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        self.inner.coerce_types(arg_types)
+    }
+
+    fn struct_field_mapping(
+        &self,
+        literal_args: &[Option<ScalarValue>],
+    ) -> Option<StructFieldMapping> {
+        self.inner.struct_field_mapping(literal_args)
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        self.inner.documentation()
+    }
+
+    fn placement(&self, args: &[ExpressionPlacement]) -> ExpressionPlacement {
+        self.inner.placement(args)
+    }
+}
+
+/// Wraps every scalar function call of `plan` (subqueries included) in a [`TimedUdf`] of
+/// its own, tracked as `options` say; returns the plan and the new call sites.
+///
+/// # Errors
+/// Only if a rewritten plan node fails to rebuild.
+pub fn wrap_functions(
+    plan: LogicalPlan,
+    options: &QprofOptions,
+) -> Result<(LogicalPlan, Vec<Arc<FunctionSite>>)> {
+    let mut sites = Vec::new();
+    let plan = plan
+        .transform_up_with_subqueries(|node| {
+            node.map_expressions(|expr| {
+                expr.transform_up(|e| {
+                    let Expr::ScalarFunction(call) = &e else {
+                        return Ok(Transformed::no(e));
+                    };
+                    if !TimedUdf::can_wrap(&call.func) {
+                        return Ok(Transformed::no(e));
+                    }
+                    let Some(mode) = options.tracking_for(call.func.name(), call.func.aliases())
+                    else {
+                        return Ok(Transformed::no(e));
+                    };
+                    let site = Arc::new(FunctionSite::new(call.func.name(), e.to_string(), mode));
+                    sites.push(Arc::clone(&site));
+                    let Expr::ScalarFunction(call) = e else {
+                        unreachable!("matched above")
+                    };
+                    let wrapped = TimedUdf::new(Arc::clone(call.func.inner()), site);
+                    Ok(Transformed::yes(Expr::ScalarFunction(ScalarFunction {
+                        func: Arc::new(ScalarUDF::new_from_impl(wrapped)),
+                        args: call.args,
+                    })))
+                })
+            })
+        })?
+        .data;
+    Ok((plan, sites))
+}
+
+/// DataFusion's physical planner, after wrapping the function calls of the optimized
+/// logical plan as the session's [`QprofOptions`] ask.
+#[derive(Debug, Default)]
+pub struct ProfilingQueryPlanner;
+
+#[async_trait]
+impl QueryPlanner for ProfilingQueryPlanner {
+    async fn create_physical_plan(
+        &self,
+        logical_plan: &LogicalPlan,
+        session: &dyn Session,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let options = session
+            .config_options()
+            .extensions
+            .get::<QprofOptions>()
+            .cloned()
+            .unwrap_or_default();
+        let planner = DefaultPhysicalPlanner::default();
+        if !options.tracks_functions() {
+            return planner.create_physical_plan(logical_plan, session).await;
+        }
+        let (wrapped, sites) = wrap_functions(logical_plan.clone(), &options)?;
+        let physical = planner.create_physical_plan(&wrapped, session).await?;
+        if let Some(root) = ProfiledExec::of(physical.as_ref()) {
+            root.stats().plan.add_sites(sites);
+        }
+        Ok(physical)
+    }
+}

@@ -1,0 +1,322 @@
+//! qprof's session configuration: the `qprof.*` keys, settable with `SET` in SQL or through
+//! [`datafusion::prelude::SessionConfig::with_option_extension`].
+//!
+//! | key | default | meaning |
+//! |---|---|---|
+//! | `qprof.expression.track_cpu_usage` | `false` | time every function call on every vector |
+//! | `qprof.expression.track_cpu_usage_for_functions` | empty | comma list of functions timed on every vector |
+//! | `qprof.expression.adaptive_cpu_sampling` | `true` | sample the other functions adaptively |
+//! | `qprof.expression.adaptive_cpu_sampling_max_overhead_pct` | `1.0` | overhead budget of sampling, % of a function's time |
+//!
+//! The first key beats the second, which beats the third: see [`QprofOptions::tracking_for`].
+
+use std::any::Any;
+
+use datafusion::common::{DataFusionError, Result};
+use datafusion::config::{ConfigEntry, ConfigExtension, ExtensionOptions};
+use qprof_core::sampling::TrackingMode;
+
+/// Key (without the `qprof.` prefix) that times every function on every vector.
+pub const TRACK_CPU_USAGE: &str = "expression.track_cpu_usage";
+/// Key (without the `qprof.` prefix) listing functions timed on every vector.
+pub const TRACK_CPU_USAGE_FOR_FUNCTIONS: &str = "expression.track_cpu_usage_for_functions";
+/// Key (without the `qprof.` prefix) that turns adaptive sampling of functions on or off.
+pub const ADAPTIVE_CPU_SAMPLING: &str = "expression.adaptive_cpu_sampling";
+/// Key (without the `qprof.` prefix) of the overhead budget of adaptive sampling, in percent.
+pub const ADAPTIVE_MAX_OVERHEAD_PCT: &str = "expression.adaptive_cpu_sampling_max_overhead_pct";
+
+/// qprof's options of one session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QprofOptions {
+    /// Time every function call on every vector.
+    pub track_cpu_usage: bool,
+    /// Functions (lower-case names) timed on every vector.
+    pub track_cpu_usage_for_functions: Vec<String>,
+    /// Sample the functions not tracked fully, keeping the overhead under the budget.
+    pub adaptive_cpu_sampling: bool,
+    /// Overhead budget of adaptive sampling, in percent of a function's own time; in (0, 100].
+    pub adaptive_cpu_sampling_max_overhead_pct: f64,
+}
+
+impl Default for QprofOptions {
+    fn default() -> Self {
+        Self {
+            track_cpu_usage: false,
+            track_cpu_usage_for_functions: Vec::new(),
+            adaptive_cpu_sampling: true,
+            adaptive_cpu_sampling_max_overhead_pct: 1.0,
+        }
+    }
+}
+
+impl QprofOptions {
+    /// How calls of the function called `name` (or aliased `aliases`) are tracked; `None`
+    /// when they are not tracked at all.
+    pub fn tracking_for(&self, name: &str, aliases: &[String]) -> Option<TrackingMode> {
+        let listed = || {
+            std::iter::once(name)
+                .chain(aliases.iter().map(String::as_str))
+                .any(|n| {
+                    self.track_cpu_usage_for_functions
+                        .iter()
+                        .any(|f| f.eq_ignore_ascii_case(n))
+                })
+        };
+        if self.track_cpu_usage || listed() {
+            Some(TrackingMode::Full)
+        } else if self.adaptive_cpu_sampling {
+            Some(TrackingMode::Adaptive {
+                max_overhead_pct: self.adaptive_cpu_sampling_max_overhead_pct,
+            })
+        } else {
+            None
+        }
+    }
+
+    /// Whether any function is tracked.
+    pub fn tracks_functions(&self) -> bool {
+        self.track_cpu_usage
+            || self.adaptive_cpu_sampling
+            || !self.track_cpu_usage_for_functions.is_empty()
+    }
+
+    /// Sets one option by its key, with or without the `qprof.` prefix.
+    ///
+    /// # Errors
+    /// Fails on an unknown key or a value the key does not accept; the message names both.
+    pub fn set_option(&mut self, key: &str, value: &str) -> Result<()> {
+        let key = key.strip_prefix("qprof.").unwrap_or(key);
+        let value = value.trim();
+        match key {
+            TRACK_CPU_USAGE => self.track_cpu_usage = parse_bool(key, value)?,
+            TRACK_CPU_USAGE_FOR_FUNCTIONS => {
+                self.track_cpu_usage_for_functions = parse_function_list(value)?;
+            }
+            ADAPTIVE_CPU_SAMPLING => self.adaptive_cpu_sampling = parse_bool(key, value)?,
+            ADAPTIVE_MAX_OVERHEAD_PCT => {
+                self.adaptive_cpu_sampling_max_overhead_pct = parse_percent(key, value)?;
+            }
+            _ => {
+                return Err(DataFusionError::Configuration(format!(
+                    "unknown option qprof.{key}; known: qprof.{TRACK_CPU_USAGE}, \
+                     qprof.{TRACK_CPU_USAGE_FOR_FUNCTIONS}, qprof.{ADAPTIVE_CPU_SAMPLING}, \
+                     qprof.{ADAPTIVE_MAX_OVERHEAD_PCT}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn invalid(key: &str, value: &str, expected: &str) -> DataFusionError {
+    DataFusionError::Configuration(format!(
+        "invalid value {value:?} for qprof.{key}: expected {expected}"
+    ))
+}
+
+fn parse_bool(key: &str, value: &str) -> Result<bool> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(invalid(key, value, "true or false")),
+    }
+}
+
+fn parse_percent(key: &str, value: &str) -> Result<f64> {
+    match value.parse::<f64>() {
+        Ok(p) if p > 0.0 && p <= 100.0 => Ok(p),
+        _ => Err(invalid(key, value, "a percentage in (0, 100]")),
+    }
+}
+
+fn parse_function_list(value: &str) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for part in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let valid = part
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+        if !valid {
+            return Err(invalid(
+                TRACK_CPU_USAGE_FOR_FUNCTIONS,
+                value,
+                "a comma-separated list of function names",
+            ));
+        }
+        names.push(part.to_ascii_lowercase());
+    }
+    Ok(names)
+}
+
+impl ExtensionOptions for QprofOptions {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+
+    fn cloned(&self) -> Box<dyn ExtensionOptions> {
+        Box::new(self.clone())
+    }
+
+    fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        self.set_option(key, value)
+    }
+
+    fn entries(&self) -> Vec<ConfigEntry> {
+        let entry = |key: &str, value: String, description: &'static str| ConfigEntry {
+            key: format!("{}.{key}", Self::PREFIX),
+            value: Some(value),
+            description,
+        };
+        vec![
+            entry(
+                TRACK_CPU_USAGE,
+                self.track_cpu_usage.to_string(),
+                "Time every function call on every vector with the thread CPU clock.",
+            ),
+            entry(
+                TRACK_CPU_USAGE_FOR_FUNCTIONS,
+                self.track_cpu_usage_for_functions.join(","),
+                "Comma-separated functions timed on every vector.",
+            ),
+            entry(
+                ADAPTIVE_CPU_SAMPLING,
+                self.adaptive_cpu_sampling.to_string(),
+                "Sample the CPU time of the other functions, keeping the cost under a budget.",
+            ),
+            entry(
+                ADAPTIVE_MAX_OVERHEAD_PCT,
+                self.adaptive_cpu_sampling_max_overhead_pct.to_string(),
+                "Budget of adaptive sampling, in percent of each function's own time.",
+            ),
+        ]
+    }
+}
+
+impl ConfigExtension for QprofOptions {
+    const PREFIX: &'static str = "qprof";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(pairs: &[(&str, &str)]) -> QprofOptions {
+        let mut o = QprofOptions::default();
+        for (k, v) in pairs {
+            o.set_option(k, v).unwrap();
+        }
+        o
+    }
+
+    const FULL: Option<TrackingMode> = Some(TrackingMode::Full);
+
+    #[test]
+    fn precedence_all_beats_list_beats_adaptive() {
+        let adaptive = |pct| {
+            Some(TrackingMode::Adaptive {
+                max_overhead_pct: pct,
+            })
+        };
+        assert_eq!(
+            QprofOptions::default().tracking_for("upper", &[]),
+            adaptive(1.0)
+        );
+        let listed = set(&[(TRACK_CPU_USAGE_FOR_FUNCTIONS, "Upper, regexp_like")]);
+        assert_eq!(listed.tracking_for("upper", &[]), FULL);
+        assert_eq!(listed.tracking_for("REGEXP_LIKE", &[]), FULL);
+        assert_eq!(listed.tracking_for("lower", &[]), adaptive(1.0));
+        // an alias in the list selects the function
+        assert_eq!(listed.tracking_for("ucase", &["upper".to_string()]), FULL);
+        // the list still applies with sampling off; other functions are not tracked
+        let listed_only = set(&[
+            (TRACK_CPU_USAGE_FOR_FUNCTIONS, "upper"),
+            ("qprof.expression.adaptive_cpu_sampling", "false"),
+        ]);
+        assert_eq!(listed_only.tracking_for("upper", &[]), FULL);
+        assert_eq!(listed_only.tracking_for("lower", &[]), None);
+        assert!(listed_only.tracks_functions());
+        // track everything beats both
+        let all = set(&[
+            (TRACK_CPU_USAGE, "true"),
+            (ADAPTIVE_CPU_SAMPLING, "true"),
+            (ADAPTIVE_MAX_OVERHEAD_PCT, "0.5"),
+        ]);
+        assert_eq!(all.tracking_for("lower", &[]), FULL);
+        let half = set(&[(ADAPTIVE_MAX_OVERHEAD_PCT, "0.5")]);
+        assert_eq!(half.tracking_for("lower", &[]), adaptive(0.5));
+        let none = set(&[(ADAPTIVE_CPU_SAMPLING, "FALSE")]);
+        assert_eq!(none.tracking_for("lower", &[]), None);
+        assert!(!none.tracks_functions());
+    }
+
+    #[test]
+    fn bad_values_are_rejected_with_the_key_named() {
+        let cases = [
+            (TRACK_CPU_USAGE, "yes"),
+            (ADAPTIVE_CPU_SAMPLING, "1"),
+            (ADAPTIVE_MAX_OVERHEAD_PCT, "0"),
+            (ADAPTIVE_MAX_OVERHEAD_PCT, "-1"),
+            (ADAPTIVE_MAX_OVERHEAD_PCT, "101"),
+            (ADAPTIVE_MAX_OVERHEAD_PCT, "NaN"),
+            (ADAPTIVE_MAX_OVERHEAD_PCT, "lots"),
+            (TRACK_CPU_USAGE_FOR_FUNCTIONS, "upper;drop table"),
+        ];
+        for (key, value) in cases {
+            let mut o = QprofOptions::default();
+            let err = o.set_option(key, value).unwrap_err().to_string();
+            assert!(err.contains(&format!("qprof.{key}")), "{err}");
+            assert!(err.contains(value), "{err}");
+            assert_eq!(o, QprofOptions::default(), "a rejected value changed {key}");
+        }
+        let err = QprofOptions::default()
+            .set_option("qprof.expression.track_cpu", "true")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unknown option qprof.expression.track_cpu"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn keys_work_through_session_config_and_sql_set() {
+        use datafusion::prelude::{SessionConfig, SessionContext};
+        let mut config = SessionConfig::new().with_option_extension(QprofOptions::default());
+        config
+            .options_mut()
+            .set("qprof.expression.track_cpu_usage_for_functions", "upper")
+            .unwrap();
+        let err = config
+            .options_mut()
+            .set(
+                "qprof.expression.adaptive_cpu_sampling_max_overhead_pct",
+                "200",
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("(0, 100]"), "{err}");
+        let ctx = SessionContext::new_with_config(config);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            ctx.sql("SET qprof.expression.adaptive_cpu_sampling = false")
+                .await
+                .unwrap();
+            let bad = ctx
+                .sql("SET qprof.expression.adaptive_cpu_sampling = maybe")
+                .await;
+            assert!(bad.is_err());
+        });
+        let state = ctx.state();
+        let options = state
+            .config_options()
+            .extensions
+            .get::<QprofOptions>()
+            .unwrap();
+        assert!(!options.adaptive_cpu_sampling);
+        assert_eq!(options.track_cpu_usage_for_functions, vec!["upper"]);
+    }
+}
