@@ -280,6 +280,11 @@ fn a_killed_run_leaves_an_in_progress_log_that_replays() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+fn first_app(server: &Server) -> String {
+    let apps: Value = serde_json::from_str(&shc_ok(server, &["--json", "apps"])).unwrap();
+    apps[0]["id"].as_str().unwrap().to_string()
+}
+
 fn chromium(args: &[&str], url: &str) -> std::process::Output {
     let profile = temp_dir("chromium-profile");
     let out = Command::new("chromium")
@@ -337,7 +342,7 @@ fn every_page_renders_in_headless_chromium() {
             "--tpch",
             "0.01",
             "--queries",
-            "3",
+            "3,22",
             "--top",
             "0",
             "--data-dir",
@@ -353,6 +358,21 @@ fn every_page_renders_in_headless_chromium() {
         String::from_utf8_lossy(&out.stderr)
     );
     let server = Server::start(&events);
+    // query 22 calls substr: the query page lists its call sites with their CPU time
+    let dom = chromium(
+        &["--dump-dom"],
+        &format!("{}/#/app/{}/sql/1", server.url, first_app(&server)),
+    );
+    let html = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        html.contains("data-ready=\"1\""),
+        "functions: never rendered"
+    );
+    assert!(
+        html.contains("<tr class=\"function-row")
+            && html.contains("substr(customer.c_phone, Int64(1), Int64(2))"),
+        "no function call sites on the query page:\n{html}"
+    );
     let apps: Value = serde_json::from_str(&shc_ok(&server, &["--json", "apps"])).unwrap();
     let app = apps[0]["id"].as_str().unwrap().to_string();
     let graph: Value =
