@@ -131,15 +131,18 @@ fn plan_info(node: &ProfileNode, accs: &Accumulators) -> Value {
     })
 }
 
-fn find(plan: &ProfileNode, id: usize) -> Option<&ProfileNode> {
-    plan.iter().find(|n| n.id == id)
+/// The nodes of a plan by id.
+type NodeIndex<'a> = HashMap<usize, &'a ProfileNode>;
+
+fn index(plan: &ProfileNode) -> NodeIndex<'_> {
+    plan.iter().map(|n| (n.id, n)).collect()
 }
 
 /// Stage ids feeding `stage`: stages of children of its nodes outside it.
-fn parent_stages(plan: &ProfileNode, stage: &StageProfile) -> Vec<i64> {
+fn parent_stages(nodes: &NodeIndex<'_>, stage: &StageProfile) -> Vec<i64> {
     let mut parents = BTreeSet::new();
     for id in &stage.node_ids {
-        if let Some(node) = find(plan, *id) {
+        if let Some(node) = nodes.get(id) {
             for child in &node.children {
                 if let Some(s) = child.stage_id.filter(|s| *s != stage.id) {
                     parents.insert(i64::from(s));
@@ -217,7 +220,7 @@ fn task_value(node: &ProfileNode, metric: &str, task_id: u64) -> i64 {
         .map_or(0, |v| v.value)
 }
 
-fn task_figures(plan: &ProfileNode, stage: &StageProfile, task: &TaskProfile) -> TaskFigures {
+fn task_figures(nodes: &NodeIndex<'_>, stage: &StageProfile, task: &TaskProfile) -> TaskFigures {
     let mut f = TaskFigures {
         input_rows: 0,
         input_bytes: 0,
@@ -227,7 +230,7 @@ fn task_figures(plan: &ProfileNode, stage: &StageProfile, task: &TaskProfile) ->
         output_bytes: task.value(names::OUTPUT_BYTES).unwrap_or(0),
     };
     for id in &stage.node_ids {
-        let Some(node) = find(plan, *id) else {
+        let Some(node) = nodes.get(id) else {
             continue;
         };
         let leaf = node.children.is_empty();
@@ -328,20 +331,8 @@ pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Ve
     let mut out = Vec::new();
     let Some(profile) = q.profile else {
         // never planned: an execution without a plan, job or stages
-        out.push(json!({
-            "Event": events::SQL_EXECUTION_START,
-            "executionId": execution_id,
-            "rootExecutionId": execution_id,
-            "description": q.description,
-            "details": q.sql,
-            "physicalPlanDescription": "",
-            "sparkPlanInfo": {"nodeName": "NotPlanned", "simpleString": "NotPlanned", "children": [], "metadata": {}, "metrics": []},
-            "time": q.start_epoch_millis,
-            "modifiedConfigs": {},
-            "jobTags": [],
-            "jobGroupId": null,
-            "queryId": query_id,
-        }));
+        let not_planned = json!({"nodeName": "NotPlanned", "simpleString": "NotPlanned", "children": [], "metadata": {}, "metrics": []});
+        out.push(sql_start(execution_id, q, &query_id, "", not_planned));
         out.push(sql_end(execution_id, q, &query_id));
         return out;
     };
@@ -349,20 +340,14 @@ pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Ve
     let with_functions = with_function_metrics(profile);
     let profile = &with_functions;
     let accs = Accumulators::assign(&profile.plan, ids);
-    out.push(json!({
-        "Event": events::SQL_EXECUTION_START,
-        "executionId": execution_id,
-        "rootExecutionId": execution_id,
-        "description": q.description,
-        "details": q.sql,
-        "physicalPlanDescription": q.plan_text,
-        "sparkPlanInfo": plan_info(&profile.plan, &accs),
-        "time": q.start_epoch_millis,
-        "modifiedConfigs": {},
-        "jobTags": [],
-        "jobGroupId": null,
-        "queryId": query_id,
-    }));
+    let nodes = index(&profile.plan);
+    out.push(sql_start(
+        execution_id,
+        q,
+        &query_id,
+        &q.plan_text,
+        plan_info(&profile.plan, &accs),
+    ));
     let job_id = ids.job;
     ids.job += 1;
     let properties = json!({
@@ -379,7 +364,7 @@ pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Ve
         let root = s
             .node_ids
             .first()
-            .and_then(|id| find(&profile.plan, *id))
+            .and_then(|id| nodes.get(id))
             .map_or("stage", |n| n.name.as_str());
         format!("{root} at {}", q.description)
     };
@@ -388,7 +373,7 @@ pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Ve
         "Event": events::JOB_START,
         "Job ID": job_id,
         "Submission Time": q.start_epoch_millis,
-        "Stage Infos": stages.iter().map(|s| stage_info(s, &stage_name(s), &parent_stages(&profile.plan, s), details, None, None)).collect::<Vec<_>>(),
+        "Stage Infos": stages.iter().map(|s| stage_info(s, &stage_name(s), &parent_stages(&nodes, s), details, None, None)).collect::<Vec<_>>(),
         "Stage IDs": stages.iter().map(|s| s.id).collect::<Vec<_>>(),
         "Properties": properties,
     }));
@@ -418,7 +403,7 @@ pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Ve
             .max(submitted);
         let failure = q.error.as_deref().filter(|_| result_task);
         let name = stage_name(stage);
-        let parents = parent_stages(&profile.plan, stage);
+        let parents = parent_stages(&nodes, stage);
         out.push(json!({
             "Event": events::STAGE_SUBMITTED,
             "Stage Info": stage_info(stage, &name, &parents, details, Some((submitted, None)), None),
@@ -436,7 +421,7 @@ pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Ve
         for task in &stage.tasks {
             let mut accumulables = Vec::new();
             for id in &stage.node_ids {
-                let Some(node) = find(&profile.plan, *id) else {
+                let Some(node) = nodes.get(id) else {
                     continue;
                 };
                 for m in &node.metrics {
@@ -457,7 +442,7 @@ pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Ve
                     }
                 }
             }
-            let figures = task_figures(&profile.plan, stage, task);
+            let figures = task_figures(&nodes, stage, task);
             let peak = task.value(names::PEAK_MEMORY_BYTES).unwrap_or(0);
             stage_peak = stage_peak.max(peak);
             let finish = (task.finish_epoch_millis as i64).max(task.start_epoch_millis as i64);
@@ -524,6 +509,29 @@ pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Ve
     }));
     out.push(sql_end(execution_id, q, &query_id));
     out
+}
+
+fn sql_start(
+    execution_id: i64,
+    q: &QueryRecord<'_>,
+    query_id: &str,
+    plan_description: &str,
+    plan: Value,
+) -> Value {
+    json!({
+        "Event": events::SQL_EXECUTION_START,
+        "executionId": execution_id,
+        "rootExecutionId": execution_id,
+        "description": q.description,
+        "details": q.sql,
+        "physicalPlanDescription": plan_description,
+        "sparkPlanInfo": plan,
+        "time": q.start_epoch_millis,
+        "modifiedConfigs": {},
+        "jobTags": [],
+        "jobGroupId": null,
+        "queryId": query_id,
+    })
 }
 
 fn sql_end(execution_id: i64, q: &QueryRecord<'_>, query_id: &str) -> Value {

@@ -245,19 +245,21 @@ pub fn job(state: &AppState, id: i64) -> RestResult {
         .ok_or_else(|| RestError::NotFound(format!("unknown job: {id}")))
 }
 
+/// Spark's push-based shuffle read metrics, in the order `TaskMetrics::push` holds them.
+const PUSH_READ_NAMES: [&str; 9] = [
+    "corruptMergedBlockChunks",
+    "mergedFetchFallbackCount",
+    "remoteMergedBlocksFetched",
+    "localMergedBlocksFetched",
+    "remoteMergedChunksFetched",
+    "localMergedChunksFetched",
+    "remoteMergedBytesRead",
+    "localMergedBytesRead",
+    "remoteMergedReqsDuration",
+];
+
 fn task_metrics_json(m: &TaskMetrics) -> Value {
-    let push_names = [
-        "corruptMergedBlockChunks",
-        "mergedFetchFallbackCount",
-        "remoteMergedBlocksFetched",
-        "localMergedBlocksFetched",
-        "remoteMergedChunksFetched",
-        "localMergedChunksFetched",
-        "remoteMergedBytesRead",
-        "localMergedBytesRead",
-        "remoteMergedReqsDuration",
-    ];
-    let push: Map<String, Value> = push_names
+    let push: Map<String, Value> = PUSH_READ_NAMES
         .iter()
         .zip(m.push)
         .map(|(k, v)| (k.to_string(), json!(v)))
@@ -478,18 +480,7 @@ fn task_distributions(stage: &Stage, quantiles: &[f64]) -> Option<Value> {
     let d = |f: &dyn Fn(&Task, &TaskMetrics) -> i64| {
         quantile_values(ok.iter().map(|(t, m)| f(t, m)).collect(), quantiles)
     };
-    let push_names = [
-        "corruptMergedBlockChunks",
-        "mergedFetchFallbackCount",
-        "remoteMergedBlocksFetched",
-        "localMergedBlocksFetched",
-        "remoteMergedChunksFetched",
-        "localMergedChunksFetched",
-        "remoteMergedBytesRead",
-        "localMergedBytesRead",
-        "remoteMergedReqsDuration",
-    ];
-    let push: Map<String, Value> = push_names
+    let push: Map<String, Value> = PUSH_READ_NAMES
         .iter()
         .enumerate()
         .map(|(i, k)| (k.to_string(), d(&|_, m| m.push[i])))
