@@ -117,16 +117,6 @@ thread_local! {
     static SHARDS: RefCell<ShardCache> = const { RefCell::new([const { None }; SHARD_CACHE]) };
 }
 
-/// What the fast path left to do.
-enum Step {
-    /// The vector was counted; call the function untimed.
-    Counted,
-    /// The sampler decides about this vector.
-    Sample(Arc<SiteShard>),
-    /// This thread has no shard of the site in its cache.
-    Miss,
-}
-
 impl FunctionSite {
     /// A new call site of `name`, written `expression` in the plan, tracked in `mode`.
     pub fn new(name: &str, expression: String, mode: TrackingMode) -> FunctionSite {
@@ -179,34 +169,36 @@ impl FunctionSite {
     /// the calling thread decides.
     #[inline]
     pub fn call<T>(&self, rows: u64, call: impl FnOnce() -> T) -> T {
-        let step = SHARDS
+        let mut call = Some(call);
+        // the fast path: this thread's shard from the cache, used under a shared borrow
+        // (a nested call of another site borrows again; only a cache miss needs more)
+        let made = SHARDS
             .try_with(|cache| {
-                let Ok(cache) = cache.try_borrow() else {
-                    return Step::Miss;
-                };
-                match &cache[self.slot()] {
-                    Some((id, shard)) if *id == self.id => {
-                        if shard.count_unmeasured(rows) {
-                            Step::Counted
-                        } else {
-                            Step::Sample(Arc::clone(shard))
-                        }
-                    }
-                    _ => Step::Miss,
+                let cache = cache.try_borrow().ok()?;
+                let (id, shard) = cache[self.slot()].as_ref()?;
+                if *id != self.id {
+                    return None;
                 }
+                let f = call.take()?;
+                Some(if shard.count_unmeasured(rows) {
+                    f()
+                } else {
+                    self.sampled_call(shard, rows, f)
+                })
             })
-            .unwrap_or(Step::Miss);
-        match step {
-            Step::Counted => call(),
-            Step::Sample(shard) => self.sampled_call(&shard, rows, call),
-            Step::Miss => {
+            .ok()
+            .flatten();
+        match (made, call) {
+            (Some(result), _) => result,
+            (None, Some(f)) => {
                 let shard = self.shard_of_this_thread();
                 if shard.count_unmeasured(rows) {
-                    call()
+                    f()
                 } else {
-                    self.sampled_call(&shard, rows, call)
+                    self.sampled_call(&shard, rows, f)
                 }
             }
+            (None, None) => unreachable!("the call is taken only when it is made"),
         }
     }
 
@@ -250,18 +242,17 @@ impl FunctionSite {
     /// A vector the sampler decides about: measured as it asks, then recorded.
     #[cold]
     fn sampled_call<T>(&self, shard: &SiteShard, rows: u64, call: impl FnOnce() -> T) -> T {
-        let measure = {
-            let mut sampler = lock(&shard.sampler);
-            sampler.record_unmeasured(
-                shard.pending_vectors.load(Relaxed),
-                shard.pending_rows.load(Relaxed),
-            );
-            shard.pending_vectors.store(0, Relaxed);
-            shard.pending_rows.store(0, Relaxed);
-            sampler.next_measure()
-        };
+        // only this thread writes the shard, so the lock is uncontended; held across the
+        // call, it is taken once per sampled vector
+        let mut sampler = lock(&shard.sampler);
+        sampler.record_unmeasured(
+            shard.pending_vectors.load(Relaxed),
+            shard.pending_rows.load(Relaxed),
+        );
+        shard.pending_vectors.store(0, Relaxed);
+        shard.pending_rows.store(0, Relaxed);
         let clock = SystemClock;
-        let (result, measurement) = match measure {
+        let (result, measurement) = match sampler.next_measure() {
             Measure::Nothing => (call(), Measurement::default()),
             Measure::Wall => {
                 let w0 = clock.now_ticks();
@@ -292,7 +283,6 @@ impl FunctionSite {
                 )
             }
         };
-        let mut sampler = lock(&shard.sampler);
         sampler.record(rows, measurement);
         shard.skip.store(sampler.unmeasured_run(), Relaxed);
         result
