@@ -169,36 +169,50 @@ impl FunctionSite {
     /// the calling thread decides.
     #[inline]
     pub fn call<T>(&self, rows: u64, call: impl FnOnce() -> T) -> T {
-        let mut call = Some(call);
-        // the fast path: this thread's shard from the cache, used under a shared borrow
-        // (a nested call of another site borrows again; only a cache miss needs more)
-        let made = SHARDS
+        if self.count_if_unmeasured(rows) {
+            call()
+        } else {
+            self.call_sampled(rows, call)
+        }
+    }
+
+    /// The fast path: counts the vector and returns true if this thread's sampler skips it.
+    /// Nothing but a flag leaves this function, so the call's arguments are moved once,
+    /// straight into the function.
+    #[inline]
+    pub fn count_if_unmeasured(&self, rows: u64) -> bool {
+        SHARDS
+            .try_with(|cache| {
+                let Ok(cache) = cache.try_borrow() else {
+                    return false;
+                };
+                match &cache[self.slot()] {
+                    Some((id, shard)) if *id == self.id => shard.count_unmeasured(rows),
+                    _ => false,
+                }
+            })
+            .unwrap_or(false)
+    }
+
+    /// The slow path: a vector the sampler decides about (or this thread's first call).
+    #[cold]
+    #[inline(never)]
+    pub fn call_sampled<T>(&self, rows: u64, call: impl FnOnce() -> T) -> T {
+        let cached = SHARDS
             .try_with(|cache| {
                 let cache = cache.try_borrow().ok()?;
-                let (id, shard) = cache[self.slot()].as_ref()?;
-                if *id != self.id {
-                    return None;
+                match &cache[self.slot()] {
+                    Some((id, shard)) if *id == self.id => Some(Arc::clone(shard)),
+                    _ => None,
                 }
-                let f = call.take()?;
-                Some(if shard.count_unmeasured(rows) {
-                    f()
-                } else {
-                    self.sampled_call(shard, rows, f)
-                })
             })
             .ok()
             .flatten();
-        match (made, call) {
-            (Some(result), _) => result,
-            (None, Some(f)) => {
-                let shard = self.shard_of_this_thread();
-                if shard.count_unmeasured(rows) {
-                    f()
-                } else {
-                    self.sampled_call(&shard, rows, f)
-                }
-            }
-            (None, None) => unreachable!("the call is taken only when it is made"),
+        let shard = cached.unwrap_or_else(|| self.shard_of_this_thread());
+        if shard.count_unmeasured(rows) {
+            call()
+        } else {
+            self.sampled_call(&shard, rows, call)
         }
     }
 
@@ -240,7 +254,6 @@ impl FunctionSite {
     }
 
     /// A vector the sampler decides about: measured as it asks, then recorded.
-    #[cold]
     fn sampled_call<T>(&self, shard: &SiteShard, rows: u64, call: impl FnOnce() -> T) -> T {
         // only this thread writes the shard, so the lock is uncontended; held across the
         // call, it is taken once per sampled vector
@@ -426,7 +439,12 @@ impl ScalarUDFImpl for TimedUdf {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let rows = args.number_rows as u64;
-        self.site.call(rows, || self.inner.invoke_with_args(args))
+        if self.site.count_if_unmeasured(rows) {
+            self.inner.invoke_with_args(args)
+        } else {
+            self.site
+                .call_sampled(rows, || self.inner.invoke_with_args(args))
+        }
     }
 
     fn simplify(&self, args: Vec<Expr>, info: &SimplifyContext) -> Result<ExprSimplifyResult> {
