@@ -144,11 +144,11 @@ pub async fn overhead(args: OverheadArgs) -> Result<()> {
 pub fn functions(args: &FunctionsArgs) -> Result<()> {
     let costs = timer_costs();
     println!(
-        "timers: cpu+wall {:.0} ns, wall {:.0} ns per timed call (medians)",
+        "timers: cpu+wall {:.0} ns, wall {:.0} ns per measured vector, bookkeeping included (medians)",
         costs.cpu_timer_nanos, costs.wall_timer_nanos
     );
     println!(
-        "speed: {} evaluations per cell, median of {} interleaved rounds; % = no-tracking time / time",
+        "speed: {} evaluations per cell, median of {} interleaved rounds; % = median of no-tracking time / time per round",
         args.iterations, args.rounds
     );
     let header = Variant::ALL.map(|v| v.to_string());
@@ -169,16 +169,24 @@ pub fn functions(args: &FunctionsArgs) -> Result<()> {
                     times[i].push(elapsed.as_secs_f64());
                 }
             }
+            // speed relative to no tracking in the same round, so drifts of the machine
+            // between rounds cancel
+            let mut speeds: Vec<Vec<f64>> = times
+                .iter()
+                .map(|t| {
+                    t.iter()
+                        .zip(&times[0])
+                        .map(|(time, plain)| plain / time.max(1e-12))
+                        .collect()
+                })
+                .collect();
+            let speeds: Vec<f64> = speeds.iter_mut().map(|s| median(s)).collect();
             let medians: Vec<f64> = times.iter_mut().map(|t| median(t)).collect();
             let cell = |i: usize| {
                 if i == 0 {
                     format!("{:>14}", fmt_secs(medians[0]))
                 } else {
-                    format!(
-                        "{:>12} ({:>6.1}%)",
-                        fmt_secs(medians[i]),
-                        100.0 * medians[0] / medians[i].max(1e-12)
-                    )
+                    format!("{:>12} ({:>6.1}%)", fmt_secs(medians[i]), 100.0 * speeds[i])
                 }
             };
             println!(
@@ -194,7 +202,7 @@ pub fn functions(args: &FunctionsArgs) -> Result<()> {
     }
     println!();
     println!(
-        "accuracy: CPU over {} vectors, median of {} runs each; error = estimate / full - 1",
+        "accuracy: CPU over {} vectors, median of {} runs each; error = median of estimate / full - 1 per round",
         args.accuracy_vectors, args.rounds
     );
     println!(
@@ -227,12 +235,24 @@ fn accuracy_row(
             modes[i] = profile.mode;
         }
     }
+    // each estimate against the full run of the same round, so drifts of the machine
+    // between rounds cancel
+    let mut errors: Vec<Vec<f64>> = cpu
+        .iter()
+        .map(|c| {
+            c.iter()
+                .zip(&cpu[0])
+                .map(|(estimate, full)| estimate / full.max(1.0) - 1.0)
+                .collect()
+        })
+        .collect();
+    let errors: Vec<f64> = errors.iter_mut().map(|e| median(e)).collect();
     let medians: Vec<f64> = cpu.iter_mut().map(|c| median(c)).collect();
     let estimate = |i: usize| {
         format!(
             "{} {:>+6.2}% ({})",
             fmt_secs(medians[i] / 1e9),
-            100.0 * (medians[i] / medians[0].max(1.0) - 1.0),
+            100.0 * errors[i],
             modes[i]
         )
     };

@@ -14,6 +14,10 @@
 //! drawn at random (so periodic input cannot alias with the sampling) and the first vector
 //! after a decision always timed. If the per-row cost measured by the wall samples drifts
 //! by more than 2× from the calibration, the sampler calibrates again.
+//!
+//! A CPU-timed vector's CPU time is its wall time unless the CPU clock shows the thread
+//! waited (see [`AdaptiveSampler::record`]): the CPU clock's own read cost varies by more
+//! than a cheap function costs, the wall clock's does not.
 
 use crate::clock::ClockSource;
 
@@ -78,6 +82,18 @@ impl TimerCosts {
 }
 
 impl TimerCosts {
+    /// These costs with `nanos` of the caller's own work per measured vector (taking the
+    /// sampler, recording the sample) added to both timer costs, so that a decision budgets
+    /// everything a measured vector costs, not only its clock reads.
+    pub fn with_bookkeeping(self, nanos: f64) -> TimerCosts {
+        let nanos = nanos.max(0.0);
+        TimerCosts {
+            cpu_timer_nanos: self.cpu_timer_nanos + nanos,
+            wall_timer_nanos: self.wall_timer_nanos + nanos,
+            ..self
+        }
+    }
+
     /// Measures the timers on this machine with `clock`: `samples` measurements of each
     /// quantity (after a few discarded warm-up rounds), each over `batch` back-to-back
     /// empty regions, reduced by the median. Takes a few milliseconds.
@@ -375,9 +391,10 @@ impl AdaptiveSampler {
             self.epoch.wall_sample_rows += rows;
             self.epoch.wall_sum += w;
         }
-        if let (Some(c), Some(w)) = (m.cpu_nanos, wall) {
+        if let (Some(c), Some(raw), Some(w)) = (m.cpu_nanos, m.wall_nanos, wall) {
+            let cpu = Self::cpu_in_wall_region(c, raw, w, &self.costs);
             self.epoch.cpu_samples += 1;
-            self.epoch.cpu_sum += c as f64 - self.costs.cpu_bias_nanos;
+            self.epoch.cpu_sum += cpu;
             self.epoch.cpu_wall_sum += w;
             self.cpu_timed += 1;
         }
@@ -427,6 +444,24 @@ impl AdaptiveSampler {
                     };
                 }
             }
+        }
+    }
+
+    /// The CPU time spent inside a wall-timed region, from a CPU clock reading `cpu` that
+    /// brackets it (raw wall reading `wall_raw`, `wall` without the wall clock's bias).
+    ///
+    /// The CPU clock's reads cost hundreds of nanoseconds, and how much of that lands inside
+    /// its reading varies from call to call by more than a cheap function costs; the wall
+    /// clock's reads cost nanoseconds. So while the CPU clock advanced at least as much as
+    /// the wall clock, the thread ran through the whole region and its wall time is its CPU
+    /// time. Only when the CPU clock advanced less did the thread wait (a wait costs a
+    /// context switch, microseconds): then the CPU reading less its bias is the estimate.
+    fn cpu_in_wall_region(cpu: u64, wall_raw: u64, wall: f64, costs: &TimerCosts) -> f64 {
+        let wall = wall.max(0.0);
+        if cpu >= wall_raw {
+            wall
+        } else {
+            (cpu as f64 - costs.cpu_bias_nanos).clamp(0.0, wall)
         }
     }
 
@@ -692,6 +727,75 @@ mod tests {
         assert!(!stats.cpu_extrapolated && !stats.wall_extrapolated);
         assert_eq!(stats.mode_label(), "full");
         assert_eq!(stats.rows, (0..50).map(|i| 10 + i).sum::<u64>());
+    }
+
+    #[test]
+    fn a_cpu_sample_is_its_wall_time_unless_the_thread_waited() {
+        let costs = TimerCosts {
+            cpu_bias_nanos: 500.0,
+            ..costs()
+        };
+        let mut s = AdaptiveSampler::new(TrackingMode::Full, costs, 7);
+        // the CPU clock's reads add 500 ± 300 ns around a 40 ns call; the wall clock is exact
+        for i in 0..999u64 {
+            assert_eq!(s.next_measure(), Measure::CpuAndWall);
+            let noise = [-300i64, 0, 300][(i % 3) as usize];
+            let m = Measurement {
+                wall_nanos: Some(40),
+                cpu_nanos: Some((540 + noise) as u64),
+            };
+            s.record(100, m);
+        }
+        // calls that waited: 1000 ns of wall time, 100 ns of it on the CPU; and 5000 ns of
+        // wall time whose CPU reading is below the clock's bias
+        for (wall, cpu) in [(1000, 600), (5000, 300)] {
+            s.next_measure();
+            let m = Measurement {
+                wall_nanos: Some(wall),
+                cpu_nanos: Some(cpu),
+            };
+            s.record(100, m);
+        }
+        let stats = s.stats();
+        assert_eq!(stats.cpu_nanos, 999.0 * 40.0 + 100.0);
+        assert_eq!(stats.wall_nanos, 999.0 * 40.0 + 1000.0 + 5000.0);
+        assert!(!stats.cpu_extrapolated);
+    }
+
+    #[test]
+    fn bookkeeping_is_budgeted_with_the_clocks() {
+        let with = costs().with_bookkeeping(50.0);
+        assert_eq!(with.cpu_timer_nanos, 1350.0);
+        assert_eq!(with.wall_timer_nanos, 80.0);
+        assert_eq!(with.cpu_bias_nanos, costs().cpu_bias_nanos);
+        // a 150 ns function at 1 %: a measured vector may cost 1.5 ns per vector on average,
+        // half of it planned; dearer measured vectors are sampled more sparsely
+        let decide = |costs: TimerCosts| {
+            let mode = TrackingMode::Adaptive {
+                max_overhead_pct: 1.0,
+            };
+            let mut s = AdaptiveSampler::new(mode, costs, 5);
+            for _ in 0..=CALIBRATION_VECTORS {
+                s.next_measure();
+                let wall = Some(150);
+                s.record(
+                    100,
+                    Measurement {
+                        wall_nanos: wall,
+                        cpu_nanos: None,
+                    },
+                );
+            }
+            s.stats().decision
+        };
+        let sample = |cpu_every, wall_every| {
+            Some(Decision::Sample {
+                cpu_every,
+                wall_every,
+            })
+        };
+        assert_eq!(decide(costs()), sample(1734, 40));
+        assert_eq!(decide(with), sample(1800, 107));
     }
 
     #[test]

@@ -49,7 +49,8 @@ use qprof_core::clock::{ClockSource, SystemClock};
 use qprof_core::counters::OperatorTaskCounters;
 use qprof_core::profile::FunctionProfile;
 use qprof_core::sampling::{
-    AdaptiveSampler, FunctionStats, Measure, Measurement, TimerCosts, TrackingMode,
+    AdaptiveSampler, CALIBRATION_VECTORS, FunctionStats, Measure, Measurement, TimerCosts,
+    TrackingMode, median,
 };
 
 use crate::exec::ProfiledExec;
@@ -64,10 +65,48 @@ const NEVER_WRAPPED: [&str; 5] = [
     "file_row_index",
 ];
 
-/// The costs of this machine's timers, measured once per process.
+/// The costs of this machine's timers, measured once per process, each including the
+/// bookkeeping of a measured vector (see [`measure_bookkeeping`]).
 pub fn timer_costs() -> TimerCosts {
     static COSTS: OnceLock<TimerCosts> = OnceLock::new();
-    *COSTS.get_or_init(|| TimerCosts::measure(&SystemClock, 31, 16))
+    *COSTS.get_or_init(|| {
+        let clocks = TimerCosts::measure(&SystemClock, 31, 16);
+        clocks.with_bookkeeping(measure_bookkeeping(clocks))
+    })
+}
+
+/// What a wall-timed vector costs a call site beyond its clock reads (finding the thread's
+/// shard, taking its sampler, recording the sample), in nanoseconds: measured on the real
+/// path, with fresh sites that are calibrating (every vector wall-timed), as the median of
+/// repeated batches. The sampler budgets it along with the clocks.
+pub fn measure_bookkeeping(clocks: TimerCosts) -> f64 {
+    const SITES: usize = 16;
+    const CALLS: u32 = CALIBRATION_VECTORS - 1;
+    let mode = TrackingMode::Adaptive {
+        max_overhead_pct: 1.0,
+    };
+    let clock = SystemClock;
+    let mut samples = Vec::with_capacity(21);
+    for round in 0..25 {
+        let sites: Vec<FunctionSite> = (0..SITES)
+            .map(|_| FunctionSite::with_costs("bookkeeping", String::new(), mode, clocks))
+            .collect();
+        for site in &sites {
+            site.call(1, || ()); // the warm-up vector, which creates the shard
+        }
+        let start = clock.now_ticks();
+        for _ in 0..CALLS {
+            for site in &sites {
+                std::hint::black_box(site.call(1, || std::hint::black_box(0u8)));
+            }
+        }
+        let elapsed = clock.ticks_to_nanos(clock.now_ticks().saturating_sub(start));
+        if round >= 4 {
+            let per_call = elapsed as f64 / f64::from(CALLS) / SITES as f64;
+            samples.push(per_call - clocks.wall_timer_nanos);
+        }
+    }
+    median(&mut samples).max(0.0)
 }
 
 /// One call site of a scalar function: what it is and what its callers measured.
@@ -76,6 +115,7 @@ pub struct FunctionSite {
     name: String,
     expression: String,
     mode: TrackingMode,
+    costs: TimerCosts,
     shards: Mutex<Vec<Arc<SiteShard>>>,
 }
 
@@ -120,12 +160,23 @@ thread_local! {
 impl FunctionSite {
     /// A new call site of `name`, written `expression` in the plan, tracked in `mode`.
     pub fn new(name: &str, expression: String, mode: TrackingMode) -> FunctionSite {
+        FunctionSite::with_costs(name, expression, mode, timer_costs())
+    }
+
+    /// A new call site whose samplers decide with `costs` rather than this machine's.
+    pub fn with_costs(
+        name: &str,
+        expression: String,
+        mode: TrackingMode,
+        costs: TimerCosts,
+    ) -> FunctionSite {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         FunctionSite {
             id: NEXT_ID.fetch_add(1, Relaxed),
             name: name.to_string(),
             expression,
             mode,
+            costs,
             shards: Mutex::new(Vec::new()),
         }
     }
@@ -238,7 +289,7 @@ impl FunctionSite {
                         skip: AtomicU32::new(0),
                         pending_vectors: AtomicU32::new(0),
                         pending_rows: AtomicU64::new(0),
-                        sampler: Mutex::new(AdaptiveSampler::new(self.mode, timer_costs(), seed)),
+                        sampler: Mutex::new(AdaptiveSampler::new(self.mode, self.costs, seed)),
                     });
                     shards.push(Arc::clone(&shard));
                     shard
