@@ -32,14 +32,14 @@ use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{ExprSchema, Result, ScalarValue};
 use datafusion::config::ConfigOptions;
 use datafusion::execution::context::QueryPlanner;
-use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::logical_expr::expr::{AggregateFunction, ScalarFunction};
 use datafusion::logical_expr::interval_arithmetic::Interval;
 use datafusion::logical_expr::preimage::PreimageResult;
 use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
 use datafusion::logical_expr::sort_properties::{ExprProperties, SortProperties};
 use datafusion::logical_expr::{
-    ColumnarValue, Documentation, Expr, ExpressionPlacement, LogicalPlan, ReturnFieldArgs,
-    ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, StructFieldMapping,
+    AggregateUDF, ColumnarValue, Documentation, Expr, ExpressionPlacement, LogicalPlan,
+    ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, StructFieldMapping,
 };
 use datafusion::physical_expr::ScalarFunctionExpr;
 use datafusion::physical_plan::ExecutionPlan;
@@ -53,6 +53,7 @@ use qprof_core::sampling::{
     TrackingMode, median,
 };
 
+use crate::aggregate_functions::TimedUdaf;
 use crate::exec::ProfiledExec;
 use crate::options::QprofOptions;
 
@@ -129,12 +130,14 @@ impl fmt::Debug for FunctionSite {
     }
 }
 
-/// The measurements of one site in one thread. Only the owning thread writes it (plain
-/// loads and stores, no read-modify-write); anyone may read it.
+/// The measurements of one site by one writer: a thread, or an operator task whose
+/// accumulators call the site from whichever thread runs the task. Only that writer writes
+/// it (plain loads and stores, no read-modify-write); anyone may read it.
 struct SiteShard {
-    owner: ThreadId,
-    /// The operator task whose frame was open at the thread's first call: the operator
-    /// that evaluates the expression.
+    /// The writing thread; `None` for a shard of an operator task.
+    owner: Option<ThreadId>,
+    /// The operator task whose frame was open at the thread's first call (or for which the
+    /// shard was made): the operator that evaluates the expression.
     operator: Option<Arc<OperatorTaskCounters>>,
     /// Coming vectors the sampler does not want measured.
     skip: AtomicU32,
@@ -263,7 +266,7 @@ impl FunctionSite {
         if shard.count_unmeasured(rows) {
             call()
         } else {
-            self.sampled_call(&shard, rows, call)
+            shard.sampled_call(rows, call)
         }
     }
 
@@ -276,24 +279,9 @@ impl FunctionSite {
         let me = std::thread::current().id();
         let shard = {
             let mut shards = lock(&self.shards);
-            match shards.iter().find(|s| s.owner == me) {
+            match shards.iter().find(|s| s.owner == Some(me)) {
                 Some(s) => Arc::clone(s),
-                None => {
-                    let seed = self
-                        .id
-                        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                        .wrapping_add(shards.len() as u64);
-                    let shard = Arc::new(SiteShard {
-                        owner: me,
-                        operator: attribution::current(),
-                        skip: AtomicU32::new(0),
-                        pending_vectors: AtomicU32::new(0),
-                        pending_rows: AtomicU64::new(0),
-                        sampler: Mutex::new(AdaptiveSampler::new(self.mode, self.costs, seed)),
-                    });
-                    shards.push(Arc::clone(&shard));
-                    shard
-                }
+                None => self.new_shard(&mut shards, Some(me), attribution::current()),
             }
         };
         let _ = SHARDS.try_with(|cache| {
@@ -304,17 +292,89 @@ impl FunctionSite {
         shard
     }
 
+    /// A shard for `owner` and `operator`, added to `shards`.
+    fn new_shard(
+        &self,
+        shards: &mut Vec<Arc<SiteShard>>,
+        owner: Option<ThreadId>,
+        operator: Option<Arc<OperatorTaskCounters>>,
+    ) -> Arc<SiteShard> {
+        let seed = self
+            .id
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .wrapping_add(shards.len() as u64);
+        let shard = Arc::new(SiteShard {
+            owner,
+            operator,
+            skip: AtomicU32::new(0),
+            pending_vectors: AtomicU32::new(0),
+            pending_rows: AtomicU64::new(0),
+            sampler: Mutex::new(AdaptiveSampler::new(self.mode, self.costs, seed)),
+        });
+        shards.push(Arc::clone(&shard));
+        shard
+    }
+
+    /// The calls of this site made on behalf of the operator task whose frame is open (an
+    /// aggregate's accumulators, created and driven by one task): they share one sampler,
+    /// whichever thread runs the task. Outside any operator, the calls get a shard of
+    /// their own.
+    pub fn calls_of_current_task(&self) -> TaskCalls {
+        let operator = attribution::current();
+        let mut shards = lock(&self.shards);
+        let existing = operator.as_ref().and_then(|op| {
+            shards.iter().find(|s| {
+                s.owner.is_none() && s.operator.as_ref().is_some_and(|o| Arc::ptr_eq(o, op))
+            })
+        });
+        let shard = match existing {
+            Some(s) => Arc::clone(s),
+            None => self.new_shard(&mut shards, None, operator),
+        };
+        TaskCalls { shard }
+    }
+}
+
+/// The calls of one site made by one operator task (see
+/// [`FunctionSite::calls_of_current_task`]). The task must not call through it from two
+/// threads at once.
+pub struct TaskCalls {
+    shard: Arc<SiteShard>,
+}
+
+impl TaskCalls {
+    /// Calls `call` on a vector of `rows` rows, counting it and timing it as the task's
+    /// sampler decides.
+    #[inline]
+    pub fn call<T>(&self, rows: u64, call: impl FnOnce() -> T) -> T {
+        if self.shard.count_unmeasured(rows) {
+            call()
+        } else {
+            self.shard.sampled_call(rows, call)
+        }
+    }
+}
+
+impl fmt::Debug for TaskCalls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskCalls")
+            .field("operator", &self.shard.operator.as_ref().map(Arc::as_ptr))
+            .finish_non_exhaustive()
+    }
+}
+
+impl SiteShard {
     /// A vector the sampler decides about: measured as it asks, then recorded.
-    fn sampled_call<T>(&self, shard: &SiteShard, rows: u64, call: impl FnOnce() -> T) -> T {
-        // only this thread writes the shard, so the lock is uncontended; held across the
+    fn sampled_call<T>(&self, rows: u64, call: impl FnOnce() -> T) -> T {
+        // only the shard's writer calls this, so the lock is uncontended; held across the
         // call, it is taken once per sampled vector
-        let mut sampler = lock(&shard.sampler);
+        let mut sampler = lock(&self.sampler);
         sampler.record_unmeasured(
-            shard.pending_vectors.load(Relaxed),
-            shard.pending_rows.load(Relaxed),
+            self.pending_vectors.load(Relaxed),
+            self.pending_rows.load(Relaxed),
         );
-        shard.pending_vectors.store(0, Relaxed);
-        shard.pending_rows.store(0, Relaxed);
+        self.pending_vectors.store(0, Relaxed);
+        self.pending_rows.store(0, Relaxed);
         let clock = SystemClock;
         let (result, measurement) = match sampler.next_measure() {
             Measure::Nothing => (call(), Measurement::default()),
@@ -348,12 +408,10 @@ impl FunctionSite {
             }
         };
         sampler.record(rows, measurement);
-        shard.skip.store(sampler.unmeasured_run(), Relaxed);
+        self.skip.store(sampler.unmeasured_run(), Relaxed);
         result
     }
-}
 
-impl SiteShard {
     fn stats(&self) -> FunctionStats {
         let mut sampler = lock(&self.sampler).clone();
         sampler.record_unmeasured(
@@ -566,8 +624,9 @@ impl ScalarUDFImpl for TimedUdf {
     }
 }
 
-/// Wraps every scalar function call of `plan` (subqueries included) in a [`TimedUdf`] of
-/// its own, tracked as `options` say; returns the plan and the new call sites.
+/// Wraps every scalar and aggregate function call of `plan` (subqueries included) in a
+/// [`TimedUdf`] or [`TimedUdaf`] of its own, tracked as `options` say; returns the plan and
+/// the new call sites.
 ///
 /// # Errors
 /// Only if a rewritten plan node fails to rebuild.
@@ -576,30 +635,48 @@ pub fn wrap_functions(
     options: &QprofOptions,
 ) -> Result<(LogicalPlan, Vec<Arc<FunctionSite>>)> {
     let mut sites = Vec::new();
+    let mut new_site = |name: &str, aliases: &[String], call: &Expr| {
+        let mode = options.tracking_for(name, aliases)?;
+        let site = Arc::new(FunctionSite::new(name, call.to_string(), mode));
+        sites.push(Arc::clone(&site));
+        Some(site)
+    };
     let plan = plan
         .transform_up_with_subqueries(|node| {
             node.map_expressions(|expr| {
                 expr.transform_up(|e| {
-                    let Expr::ScalarFunction(call) = &e else {
+                    let site = match &e {
+                        Expr::ScalarFunction(c) if TimedUdf::can_wrap(&c.func) => {
+                            new_site(c.func.name(), c.func.aliases(), &e)
+                        }
+                        Expr::AggregateFunction(c) if TimedUdaf::can_wrap(&c.func) => {
+                            new_site(c.func.name(), c.func.aliases(), &e)
+                        }
+                        _ => None,
+                    };
+                    let Some(site) = site else {
                         return Ok(Transformed::no(e));
                     };
-                    if !TimedUdf::can_wrap(&call.func) {
-                        return Ok(Transformed::no(e));
-                    }
-                    let Some(mode) = options.tracking_for(call.func.name(), call.func.aliases())
-                    else {
-                        return Ok(Transformed::no(e));
+                    let wrapped = match e {
+                        Expr::ScalarFunction(call) => Expr::ScalarFunction(ScalarFunction {
+                            func: Arc::new(ScalarUDF::new_from_impl(TimedUdf::new(
+                                Arc::clone(call.func.inner()),
+                                site,
+                            ))),
+                            args: call.args,
+                        }),
+                        Expr::AggregateFunction(call) => {
+                            Expr::AggregateFunction(AggregateFunction {
+                                func: Arc::new(AggregateUDF::new_from_impl(TimedUdaf::new(
+                                    Arc::clone(call.func.inner()),
+                                    site,
+                                ))),
+                                params: call.params,
+                            })
+                        }
+                        other => return Ok(Transformed::no(other)),
                     };
-                    let site = Arc::new(FunctionSite::new(call.func.name(), e.to_string(), mode));
-                    sites.push(Arc::clone(&site));
-                    let Expr::ScalarFunction(call) = e else {
-                        unreachable!("matched above")
-                    };
-                    let wrapped = TimedUdf::new(Arc::clone(call.func.inner()), site);
-                    Ok(Transformed::yes(Expr::ScalarFunction(ScalarFunction {
-                        func: Arc::new(ScalarUDF::new_from_impl(wrapped)),
-                        args: call.args,
-                    })))
+                    Ok(Transformed::yes(wrapped))
                 })
             })
         })?

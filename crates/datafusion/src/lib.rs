@@ -11,12 +11,14 @@
 //! - DataFusion's own metrics of each operator are kept and renamed through
 //!   per-operator-type tables ([`definitions`]).
 //! - The plan is cut into stages at exchanges; each stage partition is a task.
-//! - Each scalar function call site is timed, fully or by adaptive sampling, as the
-//!   session's [`QprofOptions`] (`qprof.expression.*`) ask ([`functions`]).
+//! - Each scalar and aggregate function call site is timed, fully or by adaptive
+//!   sampling, as the session's [`QprofOptions`] (`qprof.expression.*`) ask ([`functions`],
+//!   [`aggregate_functions`]).
 //!
 //! [`ProfilingSession`] puts it together.
 #![deny(missing_docs)]
 
+pub mod aggregate_functions;
 mod collect;
 pub mod definitions;
 mod exec;

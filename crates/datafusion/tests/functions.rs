@@ -195,6 +195,31 @@ async fn session_options_select_what_is_tracked_and_how() {
     assert_eq!(functions(&p).len(), 2);
 }
 
+/// Aggregate functions of the queries below.
+const AGGREGATES: [&str; 6] = ["avg", "count", "covar_samp", "median", "min", "sum"];
+
+/// Checks a call site against what its operator consumed and produced. A scalar function
+/// is called once per input vector. An accumulator is given every input row, in at least
+/// one call per input vector, and emits every output row (partial state or final value).
+fn check_counts(node: &ProfileNode, f: &FunctionProfile) {
+    let (rows, vectors) = input_of(node);
+    if !AGGREGATES.contains(&f.name.as_str()) {
+        assert_eq!(
+            (f.rows, f.vectors),
+            (rows, vectors),
+            "{} in {}",
+            f.expression,
+            node.name
+        );
+        return;
+    }
+    assert_eq!(node.name, "AggregateExec", "{f:?}");
+    let out_rows = node.value(names::OUTPUT_ROWS).unwrap() as u64;
+    assert_eq!(f.rows, rows + out_rows, "{} in #{}", f.expression, node.id);
+    assert!(f.vectors > vectors, "{f:?}");
+    assert!(f.cpu_nanos > 0 && f.wall_nanos > 0, "{f:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sites_in_subqueries_and_aggregates_are_found() {
     let session = session();
@@ -206,14 +231,16 @@ async fn sites_in_subqueries_and_aggregates_are_found() {
     assert_eq!(abs_sites, 2, "{found:#?}");
     assert!(found.iter().any(|(_, f)| f.name == "substr"), "{found:#?}");
     for (node, f) in &found {
-        let (rows, vectors) = input_of(node);
-        assert_eq!(
-            (f.rows, f.vectors),
-            (rows, vectors),
-            "{} in {}",
-            f.expression,
-            node.name
-        );
+        check_counts(node, f);
+    }
+    // each aggregate is reported under its partial and its final aggregation apart
+    for name in ["avg", "count", "sum"] {
+        let nodes: Vec<&str> = found
+            .iter()
+            .filter(|(_, f)| f.name == name)
+            .map(|(n, _)| n.name.as_str())
+            .collect();
+        assert_eq!(nodes, ["AggregateExec", "AggregateExec"], "{name}");
     }
     // nothing ran outside an operator
     assert!(
@@ -224,4 +251,46 @@ async fn sites_in_subqueries_and_aggregates_are_found() {
         "{:?}",
         p.plan.info
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accumulators_of_every_kind_are_timed_and_results_do_not_change() {
+    let session = session();
+    // covar_samp has no groups accumulator (DataFusion adapts one accumulator per group),
+    // the others have; the second query aggregates without groups. covar_samp's last bits
+    // depend on the order partial states arrive in, so it is compared rounded.
+    for sql in [
+        "SELECT length(s) AS l, median(x) AS m, min(s) AS f, count(DISTINCT s) AS d, \
+         round(covar_samp(x, x * 2), 2) AS c FROM t GROUP BY length(s)",
+        "SELECT median(x) AS m, sum(x) AS s, count(DISTINCT s) AS d, \
+         round(covar_samp(x, x), 2) AS c FROM t",
+    ] {
+        let p = run(&session, sql).await;
+        let found = functions(&p);
+        for name in ["median", "count", "covar_samp"] {
+            assert!(found.iter().any(|(_, f)| f.name == name), "{name} in {sql}");
+        }
+        for (node, f) in &found {
+            check_counts(node, f);
+        }
+    }
+
+    // the options select aggregate functions by name, like scalar ones: the listed one is
+    // timed on every vector, the others still adaptively
+    session
+        .context()
+        .sql("SET qprof.expression.track_cpu_usage_for_functions = 'median'")
+        .await
+        .unwrap();
+    let p = run(&session, "SELECT median(x) AS m, sum(x) AS s FROM t").await;
+    let found = functions(&p);
+    assert_eq!(found.len(), 4, "{found:#?}");
+    for (_, f) in &found {
+        assert_eq!(f.mode == "full", f.name == "median", "{f:?}");
+        assert_eq!(
+            f.cpu_timed_vectors == f.vectors,
+            f.name == "median",
+            "{f:?}"
+        );
+    }
 }
