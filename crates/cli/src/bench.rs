@@ -169,18 +169,8 @@ pub fn functions(args: &FunctionsArgs) -> Result<()> {
                     times[i].push(elapsed.as_secs_f64());
                 }
             }
-            // speed relative to no tracking in the same round, so drifts of the machine
-            // between rounds cancel
-            let mut speeds: Vec<Vec<f64>> = times
-                .iter()
-                .map(|t| {
-                    t.iter()
-                        .zip(&times[0])
-                        .map(|(time, plain)| plain / time.max(1e-12))
-                        .collect()
-                })
-                .collect();
-            let speeds: Vec<f64> = speeds.iter_mut().map(|s| median(s)).collect();
+            // speed relative to no tracking in the same round
+            let speeds = paired_medians(&times, |time, plain| plain / time.max(1e-12));
             let medians: Vec<f64> = times.iter_mut().map(|t| median(t)).collect();
             let cell = |i: usize| {
                 if i == 0 {
@@ -215,6 +205,23 @@ pub fn functions(args: &FunctionsArgs) -> Result<()> {
     Ok(())
 }
 
+/// For each column of per-round values, the median over rounds of `compare(value, first)`
+/// where `first` is the first column's value in the same round: pairing by round cancels
+/// the machine's drift between rounds.
+fn paired_medians(columns: &[Vec<f64>], compare: impl Fn(f64, f64) -> f64) -> Vec<f64> {
+    columns
+        .iter()
+        .map(|column| {
+            let mut paired: Vec<f64> = column
+                .iter()
+                .zip(&columns[0])
+                .map(|(&value, &first)| compare(value, first))
+                .collect();
+            median(&mut paired)
+        })
+        .collect()
+}
+
 fn accuracy_row(
     input: &BenchInput,
     function: BenchFunction,
@@ -235,18 +242,8 @@ fn accuracy_row(
             modes[i] = profile.mode;
         }
     }
-    // each estimate against the full run of the same round, so drifts of the machine
-    // between rounds cancel
-    let mut errors: Vec<Vec<f64>> = cpu
-        .iter()
-        .map(|c| {
-            c.iter()
-                .zip(&cpu[0])
-                .map(|(estimate, full)| estimate / full.max(1.0) - 1.0)
-                .collect()
-        })
-        .collect();
-    let errors: Vec<f64> = errors.iter_mut().map(|e| median(e)).collect();
+    // each estimate against the full run of the same round
+    let errors = paired_medians(&cpu, |estimate, full| estimate / full.max(1.0) - 1.0);
     let medians: Vec<f64> = cpu.iter_mut().map(|c| median(c)).collect();
     let estimate = |i: usize| {
         format!(

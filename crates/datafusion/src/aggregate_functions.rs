@@ -51,9 +51,13 @@ impl TimedUdaf {
         TimedUdaf { inner, site }
     }
 
-    /// The call site this wrapper measures.
-    pub fn site(&self) -> &Arc<FunctionSite> {
-        &self.site
+    /// `call` with its function wrapped for `site`.
+    pub fn wrap_call(call: AggregateFunction, site: Arc<FunctionSite>) -> Expr {
+        let wrapped = TimedUdaf::new(Arc::clone(call.func.inner()), site);
+        Expr::AggregateFunction(AggregateFunction {
+            func: Arc::new(AggregateUDF::new_from_impl(wrapped)),
+            params: call.params,
+        })
     }
 
     /// Whether calls of `udaf` can be wrapped (they are not already).

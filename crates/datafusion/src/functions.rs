@@ -32,14 +32,14 @@ use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{ExprSchema, Result, ScalarValue};
 use datafusion::config::ConfigOptions;
 use datafusion::execution::context::QueryPlanner;
-use datafusion::logical_expr::expr::{AggregateFunction, ScalarFunction};
+use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::interval_arithmetic::Interval;
 use datafusion::logical_expr::preimage::PreimageResult;
 use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
 use datafusion::logical_expr::sort_properties::{ExprProperties, SortProperties};
 use datafusion::logical_expr::{
-    AggregateUDF, ColumnarValue, Documentation, Expr, ExpressionPlacement, LogicalPlan,
-    ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, StructFieldMapping,
+    ColumnarValue, Documentation, Expr, ExpressionPlacement, LogicalPlan, ReturnFieldArgs,
+    ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, StructFieldMapping,
 };
 use datafusion::physical_expr::ScalarFunctionExpr;
 use datafusion::physical_plan::ExecutionPlan;
@@ -466,6 +466,15 @@ impl TimedUdf {
             .map(TimedUdf::site)
     }
 
+    /// `call` with its function wrapped for `site`.
+    pub fn wrap_call(call: ScalarFunction, site: Arc<FunctionSite>) -> Expr {
+        let wrapped = TimedUdf::new(Arc::clone(call.func.inner()), site);
+        Expr::ScalarFunction(ScalarFunction {
+            func: Arc::new(ScalarUDF::new_from_impl(wrapped)),
+            args: call.args,
+        })
+    }
+
     /// Whether calls of `udf` can be wrapped without changing how DataFusion plans them.
     pub fn can_wrap(udf: &ScalarUDF) -> bool {
         !NEVER_WRAPPED.contains(&udf.name())
@@ -654,29 +663,15 @@ pub fn wrap_functions(
                         }
                         _ => None,
                     };
-                    let Some(site) = site else {
-                        return Ok(Transformed::no(e));
-                    };
-                    let wrapped = match e {
-                        Expr::ScalarFunction(call) => Expr::ScalarFunction(ScalarFunction {
-                            func: Arc::new(ScalarUDF::new_from_impl(TimedUdf::new(
-                                Arc::clone(call.func.inner()),
-                                site,
-                            ))),
-                            args: call.args,
-                        }),
-                        Expr::AggregateFunction(call) => {
-                            Expr::AggregateFunction(AggregateFunction {
-                                func: Arc::new(AggregateUDF::new_from_impl(TimedUdaf::new(
-                                    Arc::clone(call.func.inner()),
-                                    site,
-                                ))),
-                                params: call.params,
-                            })
+                    Ok(match (site, e) {
+                        (Some(site), Expr::ScalarFunction(call)) => {
+                            Transformed::yes(TimedUdf::wrap_call(call, site))
                         }
-                        other => return Ok(Transformed::no(other)),
-                    };
-                    Ok(Transformed::yes(wrapped))
+                        (Some(site), Expr::AggregateFunction(call)) => {
+                            Transformed::yes(TimedUdaf::wrap_call(call, site))
+                        }
+                        (_, e) => Transformed::no(e),
+                    })
                 })
             })
         })?
