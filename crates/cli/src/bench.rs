@@ -5,16 +5,29 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::runtime_env::RuntimeEnv;
-use datafusion::prelude::SessionContext;
+use datafusion::prelude::{SessionConfig, SessionContext};
 use qprof_core::alloc;
+use qprof_core::call_site::timer_costs;
 use qprof_core::clock::process_cpu_nanos;
+use qprof_core::sampling::median;
+use qprof_datafusion::ProfilingSession;
 use qprof_datafusion::function_bench::{BenchFunction, BenchInput, Variant};
-use qprof_datafusion::functions::timer_costs;
-use qprof_datafusion::{ProfilingSession, plain_context};
 
 use crate::cli::{FunctionsArgs, OverheadArgs, QueryList, data_dir};
-use crate::run::{median, millis, prepare_tpch, session_config};
+use crate::run::{millis, prepare_tpch, session_config};
+
+/// A plain DataFusion context with the configuration a profiled session gets, without
+/// instrumentation: the baseline.
+fn plain_context(config: SessionConfig, runtime: Arc<RuntimeEnv>) -> SessionContext {
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_runtime_env(runtime)
+        .with_default_features()
+        .build();
+    SessionContext::new_with_state(state)
+}
 
 /// Wall time and process CPU time of one query run.
 #[derive(Debug, Clone, Copy, Default)]

@@ -266,7 +266,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run(args) => runtime.block_on(crate::run::run_tpch(args)),
         Command::Sql(args) => runtime.block_on(crate::run::run_sql(args)),
-        Command::Serve(args) => runtime.block_on(crate::history::serve(args)),
+        Command::Serve(args) => runtime.block_on(crate::serve::serve(args)),
         Command::Bench(command) => {
             if cfg!(debug_assertions) {
                 eprintln!(

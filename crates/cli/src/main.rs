@@ -3,8 +3,8 @@
 
 mod bench;
 mod cli;
-mod history;
 mod run;
+mod serve;
 
 use std::process::ExitCode;
 

@@ -2,24 +2,28 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use datafusion::prelude::{CsvReadOptions, ParquetReadOptions, SessionConfig};
 use indicatif::{ProgressBar, ProgressStyle};
 use qprof_core::format;
-use qprof_core::profile::{QueryProfile, profiles_to_json};
-use qprof_datafusion::ProfilingSession;
+use qprof_core::profile::QueryProfile;
 use qprof_datafusion::options::{
     ADAPTIVE_CPU_SAMPLING, ADAPTIVE_MAX_OVERHEAD_PCT, QprofOptions, TRACK_CPU_USAGE,
     TRACK_CPU_USAGE_FOR_FUNCTIONS,
 };
+use qprof_datafusion::{ProfilingSession, describe_sql};
+use qprof_eventlog::listener::EventLogListener;
+use qprof_eventlog::profile_json::ProfilesDocument;
+use qprof_eventlog::writer::{DEFAULT_ROLL_BYTES, LogConfig};
 use qprof_tpch::{DatasetPaths, ScaleFactor};
 
 use crate::cli::{
-    ExecOptions, FunctionTracking, QueryList, RunArgs, SqlArgs, TableFormat, check_dir, data_dir,
+    ExecOptions, FunctionTracking, LogOptions, QueryList, RunArgs, SqlArgs, TableFormat, check_dir,
+    data_dir,
 };
-use crate::history::{History, describe_sql};
 
 /// The session configuration qprof runs with (and benchmarks against).
 ///
@@ -95,23 +99,23 @@ pub async fn run_tpch(args: RunArgs) -> Result<()> {
         .await
         .context("cannot register TPC-H tables")?;
     let queries = QueryList::or_all(args.queries.as_ref());
-    let mut history = History::start(&args.exec.log, &session)?;
+    let log = keep_event_log(&args.exec.log, &session)?;
     let mut profiles = Vec::with_capacity(queries.len());
     for q in queries {
         let sql = qprof_tpch::query(q).with_context(|| format!("no TPC-H query {q}"))?;
-        let outcome = session.run_recorded(q, sql).await;
-        history.record(&format!("q{q}"), sql, &outcome)?;
+        let outcome = session.run_described(q, &format!("q{q}"), sql).await;
+        check_listeners(&session)?;
         let run = match outcome {
             Ok(run) => run,
             Err(failure) => {
-                history.finish(1)?;
+                end_application(&session, 1)?;
                 return Err(failure.error).with_context(|| format!("TPC-H query {q} failed"));
             }
         };
         print_profile(&run.profile, args.exec.top)?;
         profiles.push(run.profile);
     }
-    finish(&profiles, &args.exec, history)
+    finish(&profiles, &args.exec, &session, log.as_deref())
 }
 
 pub async fn run_sql(args: SqlArgs) -> Result<()> {
@@ -141,13 +145,15 @@ pub async fn run_sql(args: SqlArgs) -> Result<()> {
         };
         registered.with_context(|| format!("cannot register table '{}'", table.name))?;
     }
-    let mut history = History::start(&args.exec.log, &session)?;
-    let outcome = session.run_recorded(1, &args.sql).await;
-    history.record(&describe_sql(&args.sql), &args.sql, &outcome)?;
+    let log = keep_event_log(&args.exec.log, &session)?;
+    let outcome = session
+        .run_described(1, &describe_sql(&args.sql), &args.sql)
+        .await;
+    check_listeners(&session)?;
     let run = match outcome {
         Ok(run) => run,
         Err(failure) => {
-            history.finish(1)?;
+            end_application(&session, 1)?;
             return Err(failure.error.into());
         }
     };
@@ -155,7 +161,7 @@ pub async fn run_sql(args: SqlArgs) -> Result<()> {
         .context("cannot format the result")?;
     println!("{pretty}");
     print_profile(&run.profile, args.exec.top)?;
-    finish(&[run.profile], &args.exec, history)
+    finish(&[run.profile], &args.exec, &session, log.as_deref())
 }
 
 fn print_profile(profile: &QueryProfile, top: usize) -> Result<()> {
@@ -164,7 +170,62 @@ fn print_profile(profile: &QueryProfile, top: usize) -> Result<()> {
     Ok(())
 }
 
-fn finish(profiles: &[QueryProfile], exec: &ExecOptions, history: History) -> Result<()> {
+/// Registers the event-log listener on the session's profiler (unless `--no-event-log`).
+fn keep_event_log(
+    options: &LogOptions,
+    session: &ProfilingSession,
+) -> Result<Option<Arc<EventLogListener>>> {
+    if options.no_event_log {
+        return Ok(None);
+    }
+    let listener = Arc::new(EventLogListener::new(LogConfig {
+        dir: options.event_log_dir.clone(),
+        zstd: options.event_log_compress,
+        roll_bytes: DEFAULT_ROLL_BYTES,
+    }));
+    session
+        .profiler()
+        .add_listener(Arc::clone(&listener) as _)
+        .map_err(|f| anyhow::anyhow!("{}", f.message))
+        .with_context(|| {
+            format!(
+                "cannot write the event log in '{}'",
+                options.event_log_dir.display()
+            )
+        })?;
+    Ok(Some(listener))
+}
+
+/// Fails if a listener (the event log) could not handle the last events.
+fn check_listeners(session: &ProfilingSession) -> Result<()> {
+    match session
+        .profiler()
+        .take_listener_failures()
+        .into_iter()
+        .next()
+    {
+        Some(failure) => {
+            Err(anyhow::anyhow!("{}", failure.message)).context("cannot write the event log")
+        }
+        None => Ok(()),
+    }
+}
+
+/// Ends the application with `exit_code`.
+fn end_application(session: &ProfilingSession, exit_code: i32) -> Result<()> {
+    session
+        .profiler()
+        .finish(exit_code)
+        .map_err(|f| anyhow::anyhow!("{}", f.message))
+        .context("cannot finish the event log")
+}
+
+fn finish(
+    profiles: &[QueryProfile],
+    exec: &ExecOptions,
+    session: &ProfilingSession,
+    log: Option<&EventLogListener>,
+) -> Result<()> {
     let total: u64 = profiles.iter().map(|p| p.duration_nanos).sum();
     println!(
         "{} queries, {} rows, {} in total",
@@ -176,26 +237,18 @@ fn finish(profiles: &[QueryProfile], exec: &ExecOptions, history: History) -> Re
         write_profiles(profiles, path)?;
         println!("profiles written to {}", path.display());
     }
-    if let Some(dir) = history.finish(0)? {
+    end_application(session, 0)?;
+    if let Some(dir) = log.and_then(EventLogListener::log_dir) {
         println!("event log written to {}", dir.display());
     }
     Ok(())
 }
 
 fn write_profiles(profiles: &[QueryProfile], path: &Path) -> Result<()> {
-    let json = serde_json::to_string_pretty(&profiles_to_json(profiles))
+    let json = serde_json::to_string_pretty(&ProfilesDocument::new(profiles))
         .context("cannot serialize profiles")?;
     std::fs::write(path, json)
         .with_context(|| format!("cannot write profiles to '{}'", path.display()))
-}
-
-/// Median of `values` (upper median for even counts); 0 for none.
-pub fn median(values: &mut [f64]) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 /// Milliseconds of a duration, for tables.

@@ -1,4 +1,4 @@
-//! Cost of qprof's timing primitives: clock reads, frames and guard timers.
+//! Cost of qprof's timing primitives: clock reads and frames.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -7,7 +7,6 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use qprof_core::attribution;
 use qprof_core::clock::{ClockSource, SystemClock};
 use qprof_core::counters::OperatorTaskCounters;
-use qprof_core::timing::{AtomicCpuWallTiming, CpuWallTimer};
 
 fn clocks(c: &mut Criterion) {
     let clock = SystemClock;
@@ -35,12 +34,6 @@ fn frames(c: &mut Criterion) {
     c.bench_function("outermost frame enter+exit", |b| {
         b.iter(|| {
             let _frame = attribution::enter(&clock, black_box(&outer));
-        });
-    });
-    let timing = AtomicCpuWallTiming::default();
-    c.bench_function("cpu+wall guard timer", |b| {
-        b.iter(|| {
-            let _t = CpuWallTimer::start(&clock, black_box(&timing));
         });
     });
 }

@@ -13,10 +13,12 @@
 
 pub mod alloc;
 pub mod attribution;
+pub mod call_site;
 pub mod clock;
 pub mod counters;
+pub mod events;
 pub mod format;
 pub mod metric;
+pub mod process;
 pub mod profile;
 pub mod sampling;
-pub mod timing;

@@ -1,9 +1,8 @@
 //! Query profiles: a tree of operators mirroring the plan, each with its metrics, plus the
-//! stages and tasks the plan ran as. Rendered as an indented text tree and as JSON.
+//! stages and tasks the plan ran as, rendered as an indented text tree. (Wire formats of
+//! profiles live in `qprof-eventlog`.)
 
 use std::fmt::Write as _;
-
-use serde_json::{Map, Value, json};
 
 use crate::format;
 use crate::metric::{Aggregate, MetricKind, TaskValue, spark_string};
@@ -53,25 +52,6 @@ impl NodeMetric {
     /// The value as Spark's UI and REST API would show it.
     pub fn spark_string(&self) -> String {
         spark_string(self.kind, &self.tasks)
-    }
-
-    fn to_json(&self) -> Value {
-        let mut obj = Map::new();
-        obj.insert("value".into(), json!(self.value));
-        obj.insert("kind".into(), json!(self.kind.as_str()));
-        obj.insert("displayName".into(), json!(self.display_name));
-        if !self.tasks.is_empty() {
-            let agg = self.aggregate();
-            obj.insert("tasks".into(), json!(self.tasks.len()));
-            obj.insert("min".into(), json!(agg.min));
-            obj.insert("median".into(), json!(agg.median));
-            obj.insert("max".into(), json!(agg.max));
-            if let Some(t) = agg.max_task {
-                obj.insert("maxTaskId".into(), json!(t.task_id));
-            }
-        }
-        obj.insert("spark".into(), json!(self.spark_string()));
-        Value::Object(obj)
     }
 }
 
@@ -166,23 +146,6 @@ impl FunctionProfile {
             recalibrations: total.recalibrations,
         }
     }
-
-    /// The call site as JSON (camelCase keys).
-    pub fn to_json(&self) -> Value {
-        json!({
-            "name": self.name,
-            "expression": self.expression,
-            "vectors": self.vectors,
-            "rows": self.rows,
-            "cpuTimedVectors": self.cpu_timed_vectors,
-            "cpuNanos": self.cpu_nanos,
-            "wallNanos": self.wall_nanos,
-            "cpuExtrapolated": self.cpu_extrapolated,
-            "wallExtrapolated": self.wall_extrapolated,
-            "mode": self.mode,
-            "recalibrations": self.recalibrations,
-        })
-    }
 }
 
 impl ProfileNode {
@@ -204,45 +167,6 @@ impl ProfileNode {
             stack.extend(node.children.iter().rev());
             Some(node)
         })
-    }
-
-    /// The node as JSON: `{"id","name","display","metrics":{name:{"value","kind",..}},"functions":[..],"children":[..]}`.
-    pub fn to_json(&self) -> Value {
-        let metrics: Map<String, Value> = self
-            .metrics
-            .iter()
-            .map(|m| (m.name.clone(), m.to_json()))
-            .collect();
-        let mut obj = Map::new();
-        obj.insert("id".into(), json!(self.id));
-        obj.insert("name".into(), json!(self.name));
-        obj.insert("display".into(), json!(self.display));
-        if let Some(stage) = self.stage_id {
-            obj.insert("stageId".into(), json!(stage));
-        }
-        obj.insert("metrics".into(), Value::Object(metrics));
-        if !self.info.is_empty() {
-            let info: Map<String, Value> = self
-                .info
-                .iter()
-                .map(|(k, v)| (k.clone(), json!(v)))
-                .collect();
-            obj.insert("info".into(), Value::Object(info));
-        }
-        obj.insert(
-            "functions".into(),
-            Value::Array(
-                self.functions
-                    .iter()
-                    .map(FunctionProfile::to_json)
-                    .collect(),
-            ),
-        );
-        obj.insert(
-            "children".into(),
-            Value::Array(self.children.iter().map(ProfileNode::to_json).collect()),
-        );
-        Value::Object(obj)
     }
 }
 
@@ -350,49 +274,6 @@ pub mod names {
 }
 
 impl QueryProfile {
-    /// The profile as JSON: `{"id","sql","rows","durationNanos","plan":{..},"stages":[..]}`.
-    pub fn to_json(&self) -> Value {
-        let stages: Vec<Value> = self
-            .stages
-            .iter()
-            .map(|s| {
-                let tasks: Vec<Value> = s
-                    .tasks
-                    .iter()
-                    .map(|t| {
-                        let metrics: Map<String, Value> = t
-                            .metrics
-                            .iter()
-                            .map(|m| {
-                                (
-                                    m.name.clone(),
-                                    json!({"value": m.value, "kind": m.kind.as_str()}),
-                                )
-                            })
-                            .collect();
-                        json!({
-                            "taskId": t.task_id,
-                            "partition": t.partition,
-                            "startEpochMillis": t.start_epoch_millis,
-                            "finishEpochMillis": t.finish_epoch_millis,
-                            "metrics": metrics,
-                        })
-                    })
-                    .collect();
-                json!({"id": s.id, "nodeIds": s.node_ids, "tasks": tasks})
-            })
-            .collect();
-        json!({
-            "id": self.id,
-            "sql": self.sql,
-            "rows": self.rows,
-            "durationNanos": self.duration_nanos,
-            "startEpochMillis": self.start_epoch_millis,
-            "plan": self.plan.to_json(),
-            "stages": stages,
-        })
-    }
-
     /// Operators sorted by self CPU time, largest first.
     pub fn top_by_self_cpu(&self) -> Vec<&ProfileNode> {
         let mut nodes: Vec<&ProfileNode> = self.plan.iter().collect();
@@ -497,11 +378,6 @@ fn truncate(s: &str, max_chars: usize) -> String {
         t.push('…');
         t
     }
-}
-
-/// Profiles of several queries as one JSON document: `{"queries":[..]}`.
-pub fn profiles_to_json(profiles: &[QueryProfile]) -> Value {
-    json!({ "queries": profiles.iter().map(QueryProfile::to_json).collect::<Vec<_>>() })
 }
 
 #[cfg(test)]
@@ -620,32 +496,6 @@ mod tests {
     #[test]
     fn text_tree_snapshot() {
         insta::assert_snapshot!(sample().render_text(3));
-    }
-
-    #[test]
-    fn json_has_the_documented_shape() {
-        let json = profiles_to_json(&[sample()]);
-        let q = &json["queries"][0];
-        for key in ["id", "sql", "rows", "durationNanos", "plan", "stages"] {
-            assert!(q.get(key).is_some(), "missing {key}");
-        }
-        let plan = &q["plan"];
-        assert_eq!(plan["name"], "AggregateExec");
-        assert_eq!(plan["metrics"]["selfCpuNanos"]["value"], 1_500_000);
-        assert_eq!(plan["metrics"]["selfCpuNanos"]["kind"], "nsTiming");
-        assert_eq!(plan["metrics"]["peakMemoryBytes"]["maxTaskId"], 1);
-        assert_eq!(plan["children"][0]["children"][0]["id"], 2);
-        assert_eq!(q["stages"][0]["nodeIds"], json!([0, 1, 2]));
-        let f = &plan["children"][0]["functions"][0];
-        assert_eq!(f["name"], "regexp_like");
-        assert_eq!(f["cpuNanos"], 1_250_000);
-        assert_eq!(f["cpuExtrapolated"], true);
-        assert_eq!(f["mode"], "sampled 1/63");
-        assert_eq!(plan["functions"], json!([]));
-        assert_eq!(
-            q["stages"][0]["tasks"][0]["metrics"]["cpuNanos"]["value"],
-            33_000_000
-        );
     }
 
     #[test]

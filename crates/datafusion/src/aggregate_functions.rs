@@ -1,6 +1,6 @@
 //! Per-function CPU time of aggregate functions: each aggregate call site of a plan gets a
 //! [`TimedUdaf`] of its own, whose accumulators time their work through the site's
-//! sampler, as scalar functions do ([`crate::functions`]).
+//! sampler, as scalar functions do ([`crate::scalar_functions`]).
 //!
 //! A vector of an accumulator is one call that does its work: `update_batch`,
 //! `merge_batch`, `retract_batch` and `convert_to_state` on an input batch (its rows), and
@@ -36,7 +36,7 @@ use datafusion::logical_expr::{
 
 use datafusion::physical_expr::{GroupsAccumulatorAdapter, PhysicalExpr, PhysicalSortExpr};
 
-use crate::functions::{FunctionSite, TaskCalls};
+use qprof_core::call_site::{FunctionSite, TaskCalls};
 
 /// An aggregate function wrapped to measure one call site. Compares and hashes as the
 /// function it wraps; every other method delegates to it, and its accumulators are timed.

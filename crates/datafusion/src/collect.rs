@@ -4,7 +4,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use datafusion::physical_plan::metrics::MetricValue;
 use datafusion::physical_plan::{ExecutionPlan, displayable};
 use qprof_core::counters::{OperatorTaskCounters, OperatorTaskSnapshot};
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
@@ -14,9 +13,10 @@ use qprof_core::profile::{
 };
 use qprof_core::sampling::FunctionStats;
 
-use crate::definitions::{self, Reading, SUPERSEDED};
+use crate::definitions;
 use crate::exec::ProfiledExec;
-use crate::functions::FunctionSite;
+use crate::native_metrics::native_metrics;
+use qprof_core::call_site::FunctionSite;
 
 /// Hands out stage and task ids that are unique within one run (one application), as
 /// Spark's are: every query's stages and tasks get ids no earlier query used.
@@ -54,7 +54,7 @@ pub struct QueryInfo {
 
 /// Counters of one operator, read once so that every figure of a profile comes from the
 /// same moment (spawned work can still finish after the last batch).
-struct OperatorReading {
+struct OperatorSnapshot {
     stage: Option<u32>,
     tasks: Vec<(usize, OperatorTaskSnapshot)>,
     /// Work on tasks the operator spawned, if there was any.
@@ -62,7 +62,7 @@ struct OperatorReading {
     peak: u64,
 }
 
-impl OperatorReading {
+impl OperatorSnapshot {
     fn of(exec: &ProfiledExec) -> Self {
         Self {
             stage: exec.stats().stage(),
@@ -106,9 +106,9 @@ pub fn collect_profile(
 ) -> QueryProfile {
     let mut wrapped = Vec::new();
     gather(plan, &mut wrapped);
-    let readings: BTreeMap<usize, OperatorReading> = wrapped
+    let readings: BTreeMap<usize, OperatorSnapshot> = wrapped
         .iter()
-        .map(|e| (e.node_id(), OperatorReading::of(e)))
+        .map(|e| (e.node_id(), OperatorSnapshot::of(e)))
         .collect();
 
     // stages and their tasks, in stage order; a stage's partitions are those any of its
@@ -201,7 +201,7 @@ fn gather<'a>(plan: &'a Arc<dyn ExecutionPlan>, out: &mut Vec<&'a ProfiledExec>)
 
 fn build_node(
     plan: &Arc<dyn ExecutionPlan>,
-    readings: &BTreeMap<usize, OperatorReading>,
+    readings: &BTreeMap<usize, OperatorSnapshot>,
     tasks: &TaskMap,
     stage_base: u32,
     next_unwrapped_id: &mut usize,
@@ -302,7 +302,7 @@ fn sort_functions(functions: &mut [FunctionProfile]) {
 }
 
 /// The base metrics every wrapped operator has, one value per task.
-fn base_metrics(reading: &OperatorReading, label: &str, tasks: &TaskMap) -> Vec<NodeMetric> {
+fn base_metrics(reading: &OperatorSnapshot, label: &str, tasks: &TaskMap) -> Vec<NodeMetric> {
     // spawned work belongs to no output task: it is reported without one, as Spark
     // reports driver-side values
     let snapshots: Vec<(Option<TaskRef>, &OperatorTaskSnapshot)> = reading
@@ -356,226 +356,16 @@ fn clamp(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-/// A native metric's definition, from a table or derived for metrics no table knows.
-struct Def {
-    name: String,
-    display: String,
-    kind: MetricKind,
-    reading: Reading,
-}
-
-fn defs_for(operator: &str, label: &str, value: &MetricValue) -> Vec<Def> {
-    let native = value.name();
-    let known = definitions::native_defs(operator, native);
-    if !known.is_empty() {
-        return known
-            .into_iter()
-            .map(|d| Def {
-                name: d.name.to_string(),
-                display: d.display.replace("{op}", label),
-                kind: d.kind,
-                reading: d.reading,
-            })
-            .collect();
-    }
-    let display = native.replace('_', " ");
-    let simple = |kind| {
-        vec![Def {
-            name: definitions::fallback_name(native, kind),
-            display: display.clone(),
-            kind,
-            reading: Reading::Value,
-        }]
-    };
-    match value {
-        MetricValue::ElapsedCompute(_) | MetricValue::Time { .. } => simple(MetricKind::NsTiming),
-        MetricValue::SpilledBytes(_)
-        | MetricValue::OutputBytes(_)
-        | MetricValue::CurrentMemoryUsage(_)
-        | MetricValue::PeakMemoryUsage { .. } => simple(MetricKind::Size),
-        MetricValue::Count { .. } | MetricValue::Gauge { .. }
-            if native.contains("bytes") || native.contains("mem") =>
-        {
-            simple(MetricKind::Size)
-        }
-        MetricValue::Ratio { .. } => vec![Def {
-            name: definitions::fallback_name(native, MetricKind::Average),
-            display: format!("{display} (%)"),
-            kind: MetricKind::Average,
-            reading: Reading::RatioPercent,
-        }],
-        MetricValue::PruningMetrics { .. } => {
-            let base = definitions::fallback_name(native, MetricKind::Sum);
-            vec![
-                Def {
-                    name: format!("{base}Pruned"),
-                    display: format!("{display}: pruned"),
-                    kind: MetricKind::Sum,
-                    reading: Reading::Pruned,
-                },
-                Def {
-                    name: format!("{base}Matched"),
-                    display: format!("{display}: matched"),
-                    kind: MetricKind::Sum,
-                    reading: Reading::Matched,
-                },
-            ]
-        }
-        MetricValue::StartTimestamp(_)
-        | MetricValue::EndTimestamp(_)
-        | MetricValue::Custom { .. } => Vec::new(),
-        _ => simple(MetricKind::Sum),
-    }
-}
-
-/// A reading of one metric: a plain number, or a ratio kept as its two parts so that
-/// ratios of several partitions or files combine correctly.
-#[derive(Debug, Clone, Copy, Default)]
-struct Reads {
-    value: i64,
-    part: u64,
-    total: u64,
-}
-
-impl Reads {
-    fn add(&mut self, other: Reads) {
-        self.value = self.value.saturating_add(other.value);
-        self.part += other.part;
-        self.total += other.total;
-    }
-
-    fn percent_times_ten(&self) -> i64 {
-        if self.total == 0 {
-            0
-        } else {
-            clamp((u128::from(self.part) * 1000 / u128::from(self.total)) as u64)
-        }
-    }
-}
-
-fn read(value: &MetricValue, reading: Reading) -> Option<Reads> {
-    let plain = |v: usize| {
-        Some(Reads {
-            value: clamp(v as u64),
-            ..Reads::default()
-        })
-    };
-    match (reading, value) {
-        (Reading::RatioPercent, MetricValue::Ratio { ratio_metrics, .. }) => Some(Reads {
-            value: 0,
-            part: ratio_metrics.part() as u64,
-            total: ratio_metrics.total() as u64,
-        }),
-        (Reading::RatioPart, MetricValue::Ratio { ratio_metrics, .. }) => {
-            plain(ratio_metrics.part())
-        }
-        (Reading::RatioTotal, MetricValue::Ratio { ratio_metrics, .. }) => {
-            plain(ratio_metrics.total())
-        }
-        (
-            Reading::Pruned,
-            MetricValue::PruningMetrics {
-                pruning_metrics, ..
-            },
-        ) => plain(pruning_metrics.pruned()),
-        (
-            Reading::Matched,
-            MetricValue::PruningMetrics {
-                pruning_metrics, ..
-            },
-        ) => plain(pruning_metrics.matched()),
-        (
-            Reading::Value,
-            MetricValue::StartTimestamp(_)
-            | MetricValue::EndTimestamp(_)
-            | MetricValue::Ratio { .. }
-            | MetricValue::PruningMetrics { .. }
-            | MetricValue::Custom { .. },
-        ) => None,
-        (Reading::Value, v) => plain(v.as_usize()),
-        _ => None,
-    }
-}
-
-/// DataFusion's own metrics of the operator, mapped through its definitions table.
-/// Values of the same metric and partition (e.g. one per Parquet file) are added up;
-/// values without a partition are operator-wide and carry no task.
-fn native_metrics(
-    plan: &dyn ExecutionPlan,
-    operator: &str,
-    label: &str,
-    task_of: impl Fn(usize) -> Option<TaskRef>,
-) -> Vec<NodeMetric> {
-    let Some(set) = plan.metrics() else {
-        return Vec::new();
-    };
-    // name -> (display, kind, reading, per-partition reads), in first-seen order
-    let mut acc: Vec<(Def, BTreeMap<Option<usize>, Reads>)> = Vec::new();
-    for metric in set.iter() {
-        if SUPERSEDED.contains(&metric.value().name()) {
-            continue;
-        }
-        for def in defs_for(operator, label, metric.value()) {
-            let Some(reads) = read(metric.value(), def.reading) else {
-                continue;
-            };
-            let slot = match acc.iter().position(|(d, _)| d.name == def.name) {
-                Some(i) => i,
-                None => {
-                    acc.push((def, BTreeMap::new()));
-                    acc.len() - 1
-                }
-            };
-            acc[slot]
-                .1
-                .entry(metric.partition())
-                .or_default()
-                .add(reads);
-        }
-    }
-    acc.into_iter()
-        .map(|(def, by_partition)| {
-            let percent = def.reading == Reading::RatioPercent;
-            let mut overall = Reads::default();
-            let tasks = by_partition
-                .iter()
-                .map(|(p, reads)| {
-                    overall.add(*reads);
-                    TaskValue {
-                        task: p.and_then(&task_of),
-                        value: if percent {
-                            reads.percent_times_ten()
-                        } else {
-                            reads.value
-                        },
-                    }
-                })
-                .collect();
-            NodeMetric {
-                name: def.name,
-                display_name: def.display,
-                kind: def.kind,
-                value: if percent {
-                    overall.percent_times_ten()
-                } else {
-                    overall.value
-                },
-                tasks,
-            }
-        })
-        .collect()
-}
-
 /// The profile of one stage: per task, the work of all the stage's operators.
 fn stage_profile(
     stage: u32,
     node_ids: &[usize],
-    readings: &BTreeMap<usize, OperatorReading>,
+    readings: &BTreeMap<usize, OperatorSnapshot>,
     tasks: &TaskMap,
     stage_task_peak: impl Fn(usize) -> u64,
 ) -> StageProfile {
     // node ids are in pre-order: the stage's root comes first
-    let members: Vec<&OperatorReading> = node_ids.iter().map(|id| &readings[id]).collect();
+    let members: Vec<&OperatorSnapshot> = node_ids.iter().map(|id| &readings[id]).collect();
     let task_profiles = tasks
         .0
         .iter()

@@ -6,13 +6,11 @@ use qprof_core::metric::MetricKind;
 
 /// Which number of a DataFusion metric a definition reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reading {
+pub enum ReadAs {
     /// The metric's value (counts, gauges, bytes, nanoseconds).
     Value,
     /// A ratio as a percentage with one decimal, stored as Spark `average` values (× 10).
     RatioPercent,
-    /// The numerator of a ratio.
-    RatioPart,
     /// The denominator of a ratio (e.g. the input rows of a filter's selectivity).
     RatioTotal,
     /// The pruned count of a pruning metric.
@@ -27,7 +25,7 @@ pub struct NativeMetricDef {
     /// DataFusion's metric name, e.g. `build_time`.
     pub native: &'static str,
     /// Which number of the metric to read.
-    pub reading: Reading,
+    pub read_as: ReadAs,
     /// qprof's camelCase name, e.g. `hashBuildWallNanos`.
     pub name: &'static str,
     /// Spark-style display name; `{op}` stands for the operator's label.
@@ -49,14 +47,14 @@ pub struct OperatorDef {
 
 const fn def(
     native: &'static str,
-    reading: Reading,
+    read_as: ReadAs,
     name: &'static str,
     display: &'static str,
     kind: MetricKind,
 ) -> NativeMetricDef {
     NativeMetricDef {
         native,
-        reading,
+        read_as,
         name,
         display,
         kind,
@@ -64,7 +62,7 @@ const fn def(
 }
 
 use MetricKind::{Average, NsTiming, Size, Sum};
-use Reading::{Matched, Pruned, RatioPercent, RatioTotal, Value};
+use ReadAs::{Matched, Pruned, RatioPercent, RatioTotal, Value};
 
 /// DataFusion metrics shared by many operators.
 #[rustfmt::skip]

@@ -37,12 +37,12 @@ use qprof_core::attribution;
 use qprof_core::clock::{SystemClock, epoch_millis};
 use qprof_core::counters::OperatorTaskCounters;
 
-use crate::stats::OperatorStats;
+use crate::counters::OperatorCounters;
 
 /// Wraps one operator of a plan and records its work per task.
 pub struct ProfiledExec {
     inner: Arc<dyn ExecutionPlan>,
-    stats: Arc<OperatorStats>,
+    stats: Arc<OperatorCounters>,
 }
 
 impl fmt::Debug for ProfiledExec {
@@ -55,7 +55,7 @@ impl fmt::Debug for ProfiledExec {
 }
 
 impl ProfiledExec {
-    pub(crate) fn new(inner: Arc<dyn ExecutionPlan>, stats: Arc<OperatorStats>) -> Self {
+    pub(crate) fn new(inner: Arc<dyn ExecutionPlan>, stats: Arc<OperatorCounters>) -> Self {
         Self { inner, stats }
     }
 
@@ -75,7 +75,7 @@ impl ProfiledExec {
         self.stats.node_id
     }
 
-    pub(crate) fn stats(&self) -> &Arc<OperatorStats> {
+    pub(crate) fn stats(&self) -> &Arc<OperatorCounters> {
         &self.stats
     }
 

@@ -24,7 +24,8 @@ use datafusion::physical_plan::PhysicalExpr;
 use qprof_core::profile::FunctionProfile;
 use qprof_core::sampling::{SplitMix64, TrackingMode};
 
-use crate::functions::{FunctionSite, TimedUdf};
+use crate::scalar_functions::TimedUdf;
+use qprof_core::call_site::FunctionSite;
 
 /// Elements per array of the `array_gte` case.
 pub const ARRAY_LEN: usize = 50;

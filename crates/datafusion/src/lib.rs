@@ -3,40 +3,46 @@
 //!
 //! This is the only qprof crate that follows DataFusion's API.
 //!
-//! - [`ProfilingRule`] is a physical optimizer rule, appended last, that wraps each
-//!   operator in a [`ProfiledExec`]. Plans, EXPLAIN output and results are unchanged.
+//! - [`Profiler::instrument`] takes any `SessionStateBuilder` and adds a physical optimizer
+//!   rule, appended last, that wraps each operator in a [`ProfiledExec`]; it wraps the
+//!   builder's own memory pool and query planner, so limits, spilling and extension
+//!   planners keep working. Plans, EXPLAIN output and results are unchanged.
 //! - Each wrapper measures, per task: wall and CPU time inclusive and exclusive of its
 //!   children ([`qprof_core::attribution`]), polls, rows, batches and bytes produced, exact
 //!   peak memory through a per-operator view of the memory pool, and heap allocations.
 //! - DataFusion's own metrics of each operator are kept and renamed through
-//!   per-operator-type tables ([`definitions`]).
+//!   per-operator-type tables.
 //! - The plan is cut into stages at exchanges; each stage partition is a task.
 //! - Each scalar and aggregate function call site is timed, fully or by adaptive
-//!   sampling, as the session's [`QprofOptions`] (`qprof.expression.*`) ask ([`functions`],
-//!   [`aggregate_functions`]).
+//!   sampling, as the session's [`QprofOptions`] (`qprof.expression.*`) ask.
+//! - [`Profiler::run`], [`Profiler::run_sql`] and [`Profiler::execute_stream`] run a query
+//!   and return its profile; every query's start and end, and the application's, go to
+//!   the listeners of the profiler's [`qprof_core::events::EventBus`] (e.g. the Spark event
+//!   log of `qprof-eventlog`).
 //!
-//! [`ProfilingSession`] puts it together.
+//! [`ProfilingSession`] puts a profiler and a `SessionContext` together.
 #![deny(missing_docs)]
 
-pub mod aggregate_functions;
+mod aggregate_functions;
 mod collect;
-pub mod definitions;
+mod counters;
+mod definitions;
 mod exec;
+#[cfg(feature = "bench")]
 pub mod function_bench;
-pub mod functions;
 mod memory;
+mod native_metrics;
 pub mod options;
+mod planner;
+mod profiler;
 mod rule;
+mod scalar_functions;
 mod session;
 mod spawn;
-mod stats;
 
-pub use collect::{QueryInfo, RunIds, collect_profile};
 pub use exec::ProfiledExec;
-pub use functions::ProfilingQueryPlanner;
 pub use options::QprofOptions;
-pub use rule::ProfilingRule;
-pub use session::{
-    ProfileError, ProfiledQuery, ProfilingSession, QueryFailure, plain_context, plan_text,
+pub use profiler::{
+    ProfileError, ProfiledQuery, Profiler, QueryFailure, QueryStream, describe_sql, plan_text,
 };
-pub use spawn::install_spawn_attribution;
+pub use session::ProfilingSession;

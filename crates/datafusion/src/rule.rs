@@ -11,8 +11,8 @@ use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 
+use crate::counters::{OperatorCounters, PlanCounters};
 use crate::exec::ProfiledExec;
-use crate::stats::{OperatorStats, PlanState};
 
 /// Wraps every operator of a physical plan in a [`ProfiledExec`].
 ///
@@ -20,7 +20,12 @@ use crate::stats::{OperatorStats, PlanState};
 /// final plan, after dynamic filters are wired. It is idempotent: a plan that is already
 /// wrapped is returned as it is.
 #[derive(Debug, Default)]
-pub struct ProfilingRule;
+pub(crate) struct ProfilingRule;
+
+impl ProfilingRule {
+    /// The rule's name, by which an instrumented builder is recognized.
+    pub(crate) const NAME: &'static str = "qprof_profiling";
+}
 
 impl PhysicalOptimizerRule for ProfilingRule {
     fn optimize(
@@ -31,14 +36,14 @@ impl PhysicalOptimizerRule for ProfilingRule {
         if ProfiledExec::of(plan.as_ref()).is_some() {
             return Ok(plan);
         }
-        let state = Arc::new(PlanState::default());
+        let state = Arc::new(PlanCounters::default());
         let mut next_id = 0_usize;
         let wrapped = plan
             .transform_down(|node| {
                 if ProfiledExec::of(node.as_ref()).is_some() {
                     return Ok(Transformed::no(node));
                 }
-                let stats = Arc::new(OperatorStats::new(next_id, Arc::clone(&state)));
+                let stats = Arc::new(OperatorCounters::new(next_id, Arc::clone(&state)));
                 next_id += 1;
                 Ok(Transformed::yes(
                     Arc::new(ProfiledExec::new(node, stats)) as Arc<dyn ExecutionPlan>
@@ -50,7 +55,7 @@ impl PhysicalOptimizerRule for ProfilingRule {
     }
 
     fn name(&self) -> &str {
-        "qprof_profiling"
+        Self::NAME
     }
 
     fn schema_check(&self) -> bool {

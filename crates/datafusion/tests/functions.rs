@@ -11,6 +11,7 @@ use datafusion::datasource::MemTable;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use qprof_core::profile::{FunctionProfile, ProfileNode, QueryProfile, names};
 use qprof_datafusion::ProfilingSession;
+use qprof_eventlog::profile_json::QueryJson;
 
 const ROWS_PER_BATCH: usize = 1_000;
 const BATCHES: usize = 24;
@@ -132,7 +133,7 @@ async fn call_sites_count_exactly_what_their_operators_consumed() {
     assert_eq!(lower.1.expression, "lower(t.s)");
     assert!(upper.1.rows < filter.1.rows && upper.1.rows > 0);
     // in the JSON and the text
-    let json = p.to_json();
+    let json = serde_json::to_value(QueryJson::from(&p)).unwrap();
     let text = p.render_text(0);
     assert!(text.contains("fn upper(lower(t.s))"), "{text}");
     let mut listed = 0;

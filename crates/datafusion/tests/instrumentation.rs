@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::memory_pool::{PeakRecordingPool, UnboundedMemoryPool};
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::physical_plan::ExecutionPlan;
@@ -16,7 +17,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use qprof_core::alloc::CountingAllocator;
 use qprof_core::clock::process_cpu_nanos;
 use qprof_core::profile::{ProfileNode, QueryProfile, names};
-use qprof_datafusion::{ProfilingSession, plain_context};
+use qprof_datafusion::ProfilingSession;
 use tokio::sync::OnceCell;
 
 #[global_allocator]
@@ -51,6 +52,16 @@ async fn sessions() -> (SessionContext, ProfilingSession) {
         .await
         .unwrap();
     (plain, profiled)
+}
+
+/// The same configuration and runtime without qprof: the baseline.
+fn plain_context(config: SessionConfig, runtime: Arc<RuntimeEnv>) -> SessionContext {
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_runtime_env(runtime)
+        .with_default_features()
+        .build();
+    SessionContext::new_with_state(state)
 }
 
 fn render(batches: &[RecordBatch]) -> String {

@@ -1,7 +1,10 @@
 //! Spark's event-log format for qprof: the one crate that owns every wire format.
 //!
-//! - [`writer`] turns qprof's query profiles into Spark 4 event logs (rolling layout,
-//!   optional zstd, crash-safe line by line);
+//! - [`listener`] is the event log as a listener of qprof's event bus; [`writer`] turns
+//!   qprof's query profiles into Spark 4 event logs (rolling layout, optional zstd,
+//!   crash-safe line by line);
+//! - [`profile_json`] is qprof's own JSON profile (`--profile-out` and the extension
+//!   event), as versioned serde types;
 //! - [`layout`], [`codec`] and [`replay`] find and read logs written by qprof or by Spark
 //!   (uncompressed, zstd, lz4; single-file or rolling; in progress or complete);
 //! - [`state`] rebuilds an application from its events, as Spark's status listeners do;
@@ -13,9 +16,12 @@
 use std::path::{Path, PathBuf};
 
 pub mod codec;
+#[cfg(feature = "test-util")]
 pub mod compare;
 pub mod layout;
+pub mod listener;
 pub mod profile_events;
+pub mod profile_json;
 pub mod replay;
 pub mod rest;
 pub mod spark;

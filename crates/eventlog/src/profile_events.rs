@@ -12,6 +12,7 @@ use qprof_core::profile::{
 };
 use serde_json::{Map, Value, json};
 
+use crate::profile_json::{FORMAT_VERSION, OrderedMap, QueryJson};
 use crate::spark::{EXECUTOR_METRIC_NAMES, events};
 
 /// Counters that keep ids unique within an application.
@@ -486,25 +487,25 @@ pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Ve
             "accumUpdates": driver_updates,
         }));
     }
-    let mut extension = recorded.to_json();
-    if let Value::Object(o) = &mut extension {
-        let accumulators: Map<String, Value> = profile
+    let mut extension = QueryJson::from(recorded);
+    extension.accumulator_ids = Some(OrderedMap(
+        profile
             .plan
             .iter()
             .map(|n| {
-                let per_metric: Map<String, Value> = n
+                let per_metric = n
                     .metrics
                     .iter()
-                    .map(|m| (m.name.clone(), json!(accs.get(n.id, &m.name))))
+                    .map(|m| (m.name.clone(), accs.get(n.id, &m.name)))
                     .collect();
-                (n.id.to_string(), Value::Object(per_metric))
+                (n.id.to_string(), OrderedMap(per_metric))
             })
-            .collect();
-        o.insert("accumulatorIds".into(), Value::Object(accumulators));
-    }
+            .collect(),
+    ));
     out.push(json!({
         "Event": events::QPROF_QUERY_PROFILE,
         "executionId": execution_id,
+        "formatVersion": FORMAT_VERSION,
         "profile": extension,
     }));
     out.push(sql_end(execution_id, q, &query_id));

@@ -335,7 +335,7 @@ fn task_data(t: &Task) -> Value {
     o.insert("schedulerDelay".into(), json!(t.scheduler_delay()));
     o.insert(
         "gettingResultTime".into(),
-        json!(t.gettting_result_duration()),
+        json!(t.getting_result_duration()),
     );
     Value::Object(o)
 }
@@ -495,7 +495,7 @@ fn task_distributions(stage: &Stage, quantiles: &[f64]) -> Option<Value> {
         "resultSize": d(&|_, m| m.result_size),
         "jvmGcTime": d(&|_, m| m.jvm_gc_time),
         "resultSerializationTime": d(&|_, m| m.result_serialization_time),
-        "gettingResultTime": d(&|t, _| t.gettting_result_duration()),
+        "gettingResultTime": d(&|t, _| t.getting_result_duration()),
         "schedulerDelay": d(&|t, _| t.scheduler_delay()),
         "peakExecutionMemory": d(&|_, m| m.peak_execution_memory),
         "memoryBytesSpilled": d(&|_, m| m.memory_bytes_spilled),

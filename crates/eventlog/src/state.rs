@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use serde::Deserialize;
 
+use crate::profile_json::QueryJson;
 use crate::spark::{EXECUTOR_METRIC_NAMES, events};
 use crate::task_event::{Peaks, TaskEvent, TaskInfo};
 
@@ -270,14 +271,14 @@ impl Task {
                 - m.executor_run_time
                 - m.executor_deserialize_time
                 - m.result_serialization_time
-                - self.gettting_result_duration())
+                - self.getting_result_duration())
             .max(0),
             _ => 0,
         }
     }
 
     /// Time spent fetching the result, ms.
-    pub fn gettting_result_duration(&self) -> i64 {
+    pub fn getting_result_duration(&self) -> i64 {
         if self.getting_result_time > 0 && self.finish_time > 0 {
             self.finish_time - self.getting_result_time
         } else {
@@ -370,7 +371,7 @@ pub struct Execution {
     /// Driver values per accumulator (the last one wins).
     pub driver_values: HashMap<i64, i64>,
     /// qprof's profile of the query, when the log carries one.
-    pub qprof_profile: Option<Value>,
+    pub qprof_profile: Option<Box<QueryJson>>,
 }
 
 impl Execution {
@@ -1051,7 +1052,15 @@ impl AppState {
     fn qprof_profile(&mut self, e: &Value) -> Applied {
         let id = req_i64(e, "executionId")?;
         let exec = self.executions.get_mut(&id).ok_or(Missing)?;
-        exec.qprof_profile = Some(e.get("profile").cloned().ok_or(Missing)?);
+        let version = e
+            .get("formatVersion")
+            .and_then(Value::as_u64)
+            .map_or(Ok(1), u32::try_from)
+            .map_err(|_| Missing)?;
+        crate::profile_json::check_version(version).map_err(|_| Missing)?;
+        let profile =
+            QueryJson::deserialize(e.get("profile").ok_or(Missing)?).map_err(|_| Missing)?;
+        exec.qprof_profile = Some(Box::new(profile));
         Ok(())
     }
 

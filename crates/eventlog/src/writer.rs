@@ -367,11 +367,3 @@ fn peak_memory(profile: &QueryProfile) -> i64 {
         .max()
         .unwrap_or(0)
 }
-
-/// The peak resident set size of this process (Linux `VmHWM`), if known.
-pub fn process_peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}

@@ -6,21 +6,21 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use qprof_core::counters::{MemoryTracker, OperatorTaskCounters};
 
-use crate::functions::FunctionSite;
+use qprof_core::call_site::FunctionSite;
 
 /// Marks an operator whose stage has not been assigned.
 const NO_STAGE: u32 = u32::MAX;
 
 /// State shared by all operators of one planned query.
 #[derive(Debug, Default)]
-pub(crate) struct PlanState {
+pub(crate) struct PlanCounters {
     /// Memory of each (stage, partition): the exact peak of a task across its operators.
     stage_tasks: Mutex<HashMap<(u32, usize), Arc<MemoryTracker>>>,
     /// Every function call site planned for the query, placed in an operator or not.
     sites: Mutex<Vec<Arc<FunctionSite>>>,
 }
 
-impl PlanState {
+impl PlanCounters {
     /// The memory tracker of task `partition` of `stage`, created on first use.
     pub(crate) fn stage_task_memory(&self, stage: u32, partition: usize) -> Arc<MemoryTracker> {
         let mut tasks = self
@@ -58,7 +58,7 @@ impl PlanState {
 
 /// Everything measured about one operator, across its tasks.
 #[derive(Debug)]
-pub(crate) struct OperatorStats {
+pub(crate) struct OperatorCounters {
     /// Pre-order id of the operator in its plan.
     pub(crate) node_id: usize,
     stage: AtomicU32,
@@ -69,11 +69,11 @@ pub(crate) struct OperatorStats {
     pub(crate) spawned: Arc<OperatorTaskCounters>,
     /// Memory of the operator as a whole: the exact operator peak.
     pub(crate) memory: Arc<MemoryTracker>,
-    pub(crate) plan: Arc<PlanState>,
+    pub(crate) plan: Arc<PlanCounters>,
 }
 
-impl OperatorStats {
-    pub(crate) fn new(node_id: usize, plan: Arc<PlanState>) -> Self {
+impl OperatorCounters {
+    pub(crate) fn new(node_id: usize, plan: Arc<PlanCounters>) -> Self {
         let memory = Arc::new(MemoryTracker::default());
         Self {
             node_id,

@@ -1,70 +1,28 @@
-//! Per-function CPU time: every scalar function call site of a plan is wrapped so that each
-//! vector it is called on is counted, and timed as [`QprofOptions`] asks (fully, or sampled
-//! adaptively within an overhead budget).
+//! Function call sites: what each call of a function in a plan measured, with one adaptive
+//! sampler per writer (thread, or operator task).
 //!
-//! The wrapping happens on the optimized logical plan, just before physical planning
-//! ([`ProfilingQueryPlanner`]): each `Expr::ScalarFunction` gets a [`TimedUdf`] of its own,
-//! so each call site has its own [`FunctionSite`]. The physical plan then holds ordinary
-//! `ScalarFunctionExpr`s, and every expression downcast keeps working. A `TimedUdf` compares
-//! and hashes as the function it wraps, so plans are the same as without it.
-//!
-//! `invoke_with_args` receives arguments already evaluated, so the time measured inside it
-//! is the function's own (exclusive) time. Functions that DataFusion downcasts
-//! (`get_field`, struct constructors, the file-metadata functions) and async functions are
-//! left unwrapped.
-//!
-//! Each thread that calls a site gets a shard with its own sampler, so the hot path
-//! takes no lock and executes no atomic read-modify-write: a vector the sampler does not
-//! want measured costs a thread-local lookup and three relaxed stores.
+//! Each thread that calls a site gets a shard with its own sampler, so the hot path takes
+//! no lock and executes no atomic read-modify-write: a vector the sampler does not want
+//! measured costs a thread-local lookup and three relaxed stores. A shard remembers the
+//! operator task whose frame was open at its thread's first call ([`crate::attribution`]),
+//! which places the site's time under that operator. An aggregate's accumulators, which
+//! one operator task drives from whichever thread runs it, share a shard of that task
+//! instead ([`FunctionSite::calls_of_current_task`]).
 
-use std::any::Any;
 use std::cell::RefCell;
 use std::fmt;
-use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::ThreadId;
 
-use async_trait::async_trait;
-use datafusion::arrow::datatypes::{DataType, FieldRef};
-use datafusion::catalog::Session;
-use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{ExprSchema, Result, ScalarValue};
-use datafusion::config::ConfigOptions;
-use datafusion::execution::context::QueryPlanner;
-use datafusion::logical_expr::expr::ScalarFunction;
-use datafusion::logical_expr::interval_arithmetic::Interval;
-use datafusion::logical_expr::preimage::PreimageResult;
-use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
-use datafusion::logical_expr::sort_properties::{ExprProperties, SortProperties};
-use datafusion::logical_expr::{
-    ColumnarValue, Documentation, Expr, ExpressionPlacement, LogicalPlan, ReturnFieldArgs,
-    ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, StructFieldMapping,
-};
-use datafusion::physical_expr::ScalarFunctionExpr;
-use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_planner::{DefaultPhysicalPlanner, PhysicalPlanner};
-use qprof_core::attribution;
-use qprof_core::clock::{ClockSource, SystemClock};
-use qprof_core::counters::OperatorTaskCounters;
-use qprof_core::profile::FunctionProfile;
-use qprof_core::sampling::{
+use crate::attribution;
+use crate::clock::{ClockSource, SystemClock};
+use crate::counters::OperatorTaskCounters;
+use crate::profile::FunctionProfile;
+use crate::sampling::{
     AdaptiveSampler, CALIBRATION_VECTORS, FunctionStats, Measure, Measurement, TimerCosts,
     TrackingMode, median,
 };
-
-use crate::aggregate_functions::TimedUdaf;
-use crate::exec::ProfiledExec;
-use crate::options::QprofOptions;
-
-/// Functions that are never wrapped: DataFusion recognizes them by their type.
-const NEVER_WRAPPED: [&str; 5] = [
-    "get_field",
-    "named_struct",
-    "struct",
-    "input_file_name",
-    "file_row_index",
-];
 
 /// The costs of this machine's timers, measured once per process, each including the
 /// bookkeeping of a measured vector (see [`measure_bookkeeping`]).
@@ -437,275 +395,9 @@ impl SiteShard {
     }
 }
 
-/// A scalar function wrapped to measure one call site. Compares and hashes as the function
-/// it wraps; every other method delegates to it.
-pub struct TimedUdf {
-    inner: Arc<dyn ScalarUDFImpl>,
-    site: Arc<FunctionSite>,
-}
-
-impl TimedUdf {
-    /// Wraps `inner` for the call site `site`.
-    pub fn new(inner: Arc<dyn ScalarUDFImpl>, site: Arc<FunctionSite>) -> TimedUdf {
-        TimedUdf { inner, site }
-    }
-
-    /// The call site this wrapper measures.
-    pub fn site(&self) -> &Arc<FunctionSite> {
-        &self.site
-    }
-
-    /// The site measured by `expr`, if it is a call of a wrapped function.
-    pub fn site_of(
-        expr: &dyn datafusion::physical_plan::PhysicalExpr,
-    ) -> Option<&Arc<FunctionSite>> {
-        let call = expr.downcast_ref::<ScalarFunctionExpr>()?;
-        call.fun()
-            .inner()
-            .downcast_ref::<TimedUdf>()
-            .map(TimedUdf::site)
-    }
-
-    /// `call` with its function wrapped for `site`.
-    pub fn wrap_call(call: ScalarFunction, site: Arc<FunctionSite>) -> Expr {
-        let wrapped = TimedUdf::new(Arc::clone(call.func.inner()), site);
-        Expr::ScalarFunction(ScalarFunction {
-            func: Arc::new(ScalarUDF::new_from_impl(wrapped)),
-            args: call.args,
-        })
-    }
-
-    /// Whether calls of `udf` can be wrapped without changing how DataFusion plans them.
-    pub fn can_wrap(udf: &ScalarUDF) -> bool {
-        !NEVER_WRAPPED.contains(&udf.name())
-            && udf.as_async().is_none()
-            && !udf.inner().is::<TimedUdf>()
-    }
-}
-
-impl fmt::Debug for TimedUdf {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TimedUdf")
-            .field("inner", &self.inner)
-            .field("site", &self.site.id)
-            .finish()
-    }
-}
-
-impl PartialEq for TimedUdf {
-    fn eq(&self, other: &Self) -> bool {
-        self.inner.dyn_eq(other.inner.as_ref() as &dyn Any)
-    }
-}
-
-impl Eq for TimedUdf {}
-
-impl Hash for TimedUdf {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.inner.dyn_hash(state);
-    }
-}
-
-#[warn(clippy::missing_trait_methods)]
-impl ScalarUDFImpl for TimedUdf {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn aliases(&self) -> &[String] {
-        self.inner.aliases()
-    }
-
-    fn display_name(&self, args: &[Expr]) -> Result<String> {
-        #[expect(deprecated)]
-        self.inner.display_name(args)
-    }
-
-    fn schema_name(&self, args: &[Expr]) -> Result<String> {
-        self.inner.schema_name(args)
-    }
-
-    fn signature(&self) -> &Signature {
-        self.inner.signature()
-    }
-
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        self.inner.return_type(arg_types)
-    }
-
-    fn with_updated_config(&self, config: &ConfigOptions) -> Option<ScalarUDF> {
-        self.inner.with_updated_config(config).map(|updated| {
-            ScalarUDF::new_from_impl(TimedUdf::new(
-                Arc::clone(updated.inner()),
-                Arc::clone(&self.site),
-            ))
-        })
-    }
-
-    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
-        self.inner.return_field_from_args(args)
-    }
-
-    fn is_nullable(&self, args: &[Expr], schema: &dyn ExprSchema) -> bool {
-        #[expect(deprecated)]
-        self.inner.is_nullable(args, schema)
-    }
-
-    fn is_strict(&self) -> bool {
-        self.inner.is_strict()
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let rows = args.number_rows as u64;
-        if self.site.count_if_unmeasured(rows) {
-            self.inner.invoke_with_args(args)
-        } else {
-            self.site
-                .call_sampled(rows, || self.inner.invoke_with_args(args))
-        }
-    }
-
-    fn simplify(&self, args: Vec<Expr>, info: &SimplifyContext) -> Result<ExprSimplifyResult> {
-        self.inner.simplify(args, info)
-    }
-
-    fn preimage(
-        &self,
-        args: &[Expr],
-        lit_expr: &Expr,
-        info: &SimplifyContext,
-    ) -> Result<PreimageResult> {
-        self.inner.preimage(args, lit_expr, info)
-    }
-
-    fn conditional_arguments<'a>(
-        &self,
-        args: &'a [Expr],
-    ) -> Option<(Vec<&'a Expr>, Vec<&'a Expr>)> {
-        self.inner.conditional_arguments(args)
-    }
-
-    fn short_circuits(&self) -> bool {
-        self.inner.short_circuits()
-    }
-
-    fn evaluate_bounds(&self, input: &[&Interval]) -> Result<Interval> {
-        self.inner.evaluate_bounds(input)
-    }
-
-    fn propagate_constraints(
-        &self,
-        interval: &Interval,
-        inputs: &[&Interval],
-    ) -> Result<Option<Vec<Interval>>> {
-        self.inner.propagate_constraints(interval, inputs)
-    }
-
-    fn output_ordering(&self, inputs: &[ExprProperties]) -> Result<SortProperties> {
-        self.inner.output_ordering(inputs)
-    }
-
-    fn preserves_lex_ordering(&self, inputs: &[ExprProperties]) -> Result<bool> {
-        self.inner.preserves_lex_ordering(inputs)
-    }
-
-    fn strictly_order_preserving(&self, inputs: &[ExprProperties]) -> Result<bool> {
-        self.inner.strictly_order_preserving(inputs)
-    }
-
-    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        self.inner.coerce_types(arg_types)
-    }
-
-    fn struct_field_mapping(
-        &self,
-        literal_args: &[Option<ScalarValue>],
-    ) -> Option<StructFieldMapping> {
-        self.inner.struct_field_mapping(literal_args)
-    }
-
-    fn documentation(&self) -> Option<&Documentation> {
-        self.inner.documentation()
-    }
-
-    fn placement(&self, args: &[ExpressionPlacement]) -> ExpressionPlacement {
-        self.inner.placement(args)
-    }
-}
-
-/// Wraps every scalar and aggregate function call of `plan` (subqueries included) in a
-/// [`TimedUdf`] or [`TimedUdaf`] of its own, tracked as `options` say; returns the plan and
-/// the new call sites.
-///
-/// # Errors
-/// Only if a rewritten plan node fails to rebuild.
-pub fn wrap_functions(
-    plan: LogicalPlan,
-    options: &QprofOptions,
-) -> Result<(LogicalPlan, Vec<Arc<FunctionSite>>)> {
-    let mut sites = Vec::new();
-    let mut new_site = |name: &str, aliases: &[String], call: &Expr| {
-        let mode = options.tracking_for(name, aliases)?;
-        let site = Arc::new(FunctionSite::new(name, call.to_string(), mode));
-        sites.push(Arc::clone(&site));
-        Some(site)
-    };
-    let plan = plan
-        .transform_up_with_subqueries(|node| {
-            node.map_expressions(|expr| {
-                expr.transform_up(|e| {
-                    let site = match &e {
-                        Expr::ScalarFunction(c) if TimedUdf::can_wrap(&c.func) => {
-                            new_site(c.func.name(), c.func.aliases(), &e)
-                        }
-                        Expr::AggregateFunction(c) if TimedUdaf::can_wrap(&c.func) => {
-                            new_site(c.func.name(), c.func.aliases(), &e)
-                        }
-                        _ => None,
-                    };
-                    Ok(match (site, e) {
-                        (Some(site), Expr::ScalarFunction(call)) => {
-                            Transformed::yes(TimedUdf::wrap_call(call, site))
-                        }
-                        (Some(site), Expr::AggregateFunction(call)) => {
-                            Transformed::yes(TimedUdaf::wrap_call(call, site))
-                        }
-                        (_, e) => Transformed::no(e),
-                    })
-                })
-            })
-        })?
-        .data;
-    Ok((plan, sites))
-}
-
-/// DataFusion's physical planner, after wrapping the function calls of the optimized
-/// logical plan as the session's [`QprofOptions`] ask.
-#[derive(Debug, Default)]
-pub struct ProfilingQueryPlanner;
-
-#[async_trait]
-impl QueryPlanner for ProfilingQueryPlanner {
-    async fn create_physical_plan(
-        &self,
-        logical_plan: &LogicalPlan,
-        session: &dyn Session,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let options = session
-            .config_options()
-            .extensions
-            .get::<QprofOptions>()
-            .cloned()
-            .unwrap_or_default();
-        let planner = DefaultPhysicalPlanner::default();
-        if !options.tracks_functions() {
-            return planner.create_physical_plan(logical_plan, session).await;
-        }
-        let (wrapped, sites) = wrap_functions(logical_plan.clone(), &options)?;
-        let physical = planner.create_physical_plan(&wrapped, session).await?;
-        if let Some(root) = ProfiledExec::of(physical.as_ref()) {
-            root.stats().plan.add_sites(sites);
-        }
-        Ok(physical)
+impl FunctionSite {
+    /// An id unique in the process, for diagnostics.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 }

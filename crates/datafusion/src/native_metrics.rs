@@ -1,0 +1,223 @@
+//! DataFusion's own metrics of an operator, read and renamed through the per-operator
+//! tables of [`crate::definitions`] (or named by a fallback rule for metrics no table
+//! knows), one value per task.
+
+use std::collections::BTreeMap;
+
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::metrics::MetricValue;
+use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
+use qprof_core::profile::NodeMetric;
+
+use crate::definitions::{self, ReadAs, SUPERSEDED};
+
+fn clamp(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// A native metric's definition, from a table or derived for metrics no table knows.
+struct Def {
+    name: String,
+    display: String,
+    kind: MetricKind,
+    read_as: ReadAs,
+}
+
+fn defs_for(operator: &str, label: &str, value: &MetricValue) -> Vec<Def> {
+    let native = value.name();
+    let known = definitions::native_defs(operator, native);
+    if !known.is_empty() {
+        return known
+            .into_iter()
+            .map(|d| Def {
+                name: d.name.to_string(),
+                display: d.display.replace("{op}", label),
+                kind: d.kind,
+                read_as: d.read_as,
+            })
+            .collect();
+    }
+    let display = native.replace('_', " ");
+    let simple = |kind| {
+        vec![Def {
+            name: definitions::fallback_name(native, kind),
+            display: display.clone(),
+            kind,
+            read_as: ReadAs::Value,
+        }]
+    };
+    match value {
+        MetricValue::ElapsedCompute(_) | MetricValue::Time { .. } => simple(MetricKind::NsTiming),
+        MetricValue::SpilledBytes(_)
+        | MetricValue::OutputBytes(_)
+        | MetricValue::CurrentMemoryUsage(_)
+        | MetricValue::PeakMemoryUsage { .. } => simple(MetricKind::Size),
+        MetricValue::Count { .. } | MetricValue::Gauge { .. }
+            if native.contains("bytes") || native.contains("mem") =>
+        {
+            simple(MetricKind::Size)
+        }
+        MetricValue::Ratio { .. } => vec![Def {
+            name: definitions::fallback_name(native, MetricKind::Average),
+            display: format!("{display} (%)"),
+            kind: MetricKind::Average,
+            read_as: ReadAs::RatioPercent,
+        }],
+        MetricValue::PruningMetrics { .. } => {
+            let base = definitions::fallback_name(native, MetricKind::Sum);
+            vec![
+                Def {
+                    name: format!("{base}Pruned"),
+                    display: format!("{display}: pruned"),
+                    kind: MetricKind::Sum,
+                    read_as: ReadAs::Pruned,
+                },
+                Def {
+                    name: format!("{base}Matched"),
+                    display: format!("{display}: matched"),
+                    kind: MetricKind::Sum,
+                    read_as: ReadAs::Matched,
+                },
+            ]
+        }
+        MetricValue::StartTimestamp(_)
+        | MetricValue::EndTimestamp(_)
+        | MetricValue::Custom { .. } => Vec::new(),
+        _ => simple(MetricKind::Sum),
+    }
+}
+
+/// A reading of one metric: a plain number, or a ratio kept as its two parts so that
+/// ratios of several partitions or files combine correctly.
+#[derive(Debug, Clone, Copy, Default)]
+struct ReadValue {
+    value: i64,
+    part: u64,
+    total: u64,
+}
+
+impl ReadValue {
+    fn add(&mut self, other: ReadValue) {
+        self.value = self.value.saturating_add(other.value);
+        self.part += other.part;
+        self.total += other.total;
+    }
+
+    fn percent_times_ten(&self) -> i64 {
+        if self.total == 0 {
+            0
+        } else {
+            clamp((u128::from(self.part) * 1000 / u128::from(self.total)) as u64)
+        }
+    }
+}
+
+fn read(value: &MetricValue, reading: ReadAs) -> Option<ReadValue> {
+    let plain = |v: usize| {
+        Some(ReadValue {
+            value: clamp(v as u64),
+            ..ReadValue::default()
+        })
+    };
+    match (reading, value) {
+        (ReadAs::RatioPercent, MetricValue::Ratio { ratio_metrics, .. }) => Some(ReadValue {
+            value: 0,
+            part: ratio_metrics.part() as u64,
+            total: ratio_metrics.total() as u64,
+        }),
+        (ReadAs::RatioTotal, MetricValue::Ratio { ratio_metrics, .. }) => {
+            plain(ratio_metrics.total())
+        }
+        (
+            ReadAs::Pruned,
+            MetricValue::PruningMetrics {
+                pruning_metrics, ..
+            },
+        ) => plain(pruning_metrics.pruned()),
+        (
+            ReadAs::Matched,
+            MetricValue::PruningMetrics {
+                pruning_metrics, ..
+            },
+        ) => plain(pruning_metrics.matched()),
+        (
+            ReadAs::Value,
+            MetricValue::StartTimestamp(_)
+            | MetricValue::EndTimestamp(_)
+            | MetricValue::Ratio { .. }
+            | MetricValue::PruningMetrics { .. }
+            | MetricValue::Custom { .. },
+        ) => None,
+        (ReadAs::Value, v) => plain(v.as_usize()),
+        _ => None,
+    }
+}
+
+/// DataFusion's own metrics of the operator, mapped through its definitions table.
+/// Values of the same metric and partition (e.g. one per Parquet file) are added up;
+/// values without a partition are operator-wide and carry no task.
+pub(crate) fn native_metrics(
+    plan: &dyn ExecutionPlan,
+    operator: &str,
+    label: &str,
+    task_of: impl Fn(usize) -> Option<TaskRef>,
+) -> Vec<NodeMetric> {
+    let Some(set) = plan.metrics() else {
+        return Vec::new();
+    };
+    // name -> (display, kind, reading, per-partition reads), in first-seen order
+    let mut acc: Vec<(Def, BTreeMap<Option<usize>, ReadValue>)> = Vec::new();
+    for metric in set.iter() {
+        if SUPERSEDED.contains(&metric.value().name()) {
+            continue;
+        }
+        for def in defs_for(operator, label, metric.value()) {
+            let Some(reads) = read(metric.value(), def.read_as) else {
+                continue;
+            };
+            let slot = match acc.iter().position(|(d, _)| d.name == def.name) {
+                Some(i) => i,
+                None => {
+                    acc.push((def, BTreeMap::new()));
+                    acc.len() - 1
+                }
+            };
+            acc[slot]
+                .1
+                .entry(metric.partition())
+                .or_default()
+                .add(reads);
+        }
+    }
+    acc.into_iter()
+        .map(|(def, by_partition)| {
+            let percent = def.read_as == ReadAs::RatioPercent;
+            let mut overall = ReadValue::default();
+            let tasks = by_partition
+                .iter()
+                .map(|(p, reads)| {
+                    overall.add(*reads);
+                    TaskValue {
+                        task: p.and_then(&task_of),
+                        value: if percent {
+                            reads.percent_times_ten()
+                        } else {
+                            reads.value
+                        },
+                    }
+                })
+                .collect();
+            NodeMetric {
+                name: def.name,
+                display_name: def.display,
+                kind: def.kind,
+                value: if percent {
+                    overall.percent_times_ten()
+                } else {
+                    overall.value
+                },
+                tasks,
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,600 @@
+//! The embedding API: a [`Profiler`] instruments any DataFusion session builder, runs
+//! queries (SQL or any `DataFrame`) with profiles, and posts what happens to the listeners
+//! of its [`EventBus`].
+//!
+//! ```no_run
+//! # async fn example() -> datafusion::error::Result<()> {
+//! use datafusion::execution::SessionStateBuilder;
+//! use datafusion::prelude::SessionContext;
+//! use qprof_datafusion::Profiler;
+//!
+//! let profiler = Profiler::new();
+//! let state = profiler
+//!     .instrument(SessionStateBuilder::new().with_default_features())
+//!     .build();
+//! let ctx = SessionContext::new_with_state(state);
+//! let run = profiler
+//!     .run(ctx.sql("SELECT 1 + 1").await?, "add")
+//!     .await
+//!     .map_err(|f| f.error)?;
+//! println!("{}", run.profile.render_text(3));
+//! # Ok(())
+//! # }
+//! ```
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::error::DataFusionError;
+use datafusion::execution::runtime_env::RuntimeEnv;
+use datafusion::execution::{
+    RecordBatchStream, SendableRecordBatchStream, SessionStateBuilder, TaskContext,
+};
+use datafusion::physical_plan::{ExecutionPlan, collect, execute_stream};
+use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
+use futures::Stream;
+use qprof_core::call_site::timer_costs;
+use qprof_core::clock::epoch_millis;
+use qprof_core::events::{
+    AppEnd, AppInfo, Event, EventBus, Listener, ListenerFailure, QueryEnd, QueryStart,
+};
+use qprof_core::profile::QueryProfile;
+
+use crate::collect::{QueryInfo, RunIds, collect_profile};
+use crate::memory::AttributingPool;
+use crate::options::QprofOptions;
+use crate::planner::ProfilingQueryPlanner;
+use crate::rule::ProfilingRule;
+use crate::spawn::install_spawn_attribution;
+
+/// Errors of running a profiled query.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    /// Planning or execution failed in DataFusion.
+    #[error("{}", one_line(.0))]
+    DataFusion(#[from] DataFusionError),
+}
+
+/// DataFusion errors sometimes span lines (e.g. with backtraces or contexts); qprof
+/// reports them on one.
+fn one_line(err: &DataFusionError) -> String {
+    err.to_string()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A query's result and its profile.
+#[derive(Debug)]
+pub struct ProfiledQuery {
+    /// The result batches.
+    pub batches: Vec<RecordBatch>,
+    /// The executed (wrapped) physical plan.
+    pub plan: Arc<dyn ExecutionPlan>,
+    /// The profile.
+    pub profile: QueryProfile,
+}
+
+/// A query that failed, with what is known about it.
+#[derive(Debug)]
+pub struct QueryFailure {
+    /// Why it failed.
+    pub error: ProfileError,
+    /// The profile up to the failure, if the query was planned.
+    pub profile: Option<Box<QueryProfile>>,
+    /// When the query started, epoch ms.
+    pub start_epoch_millis: u64,
+}
+
+/// The executed plan as indented text (the same text as DataFusion's EXPLAIN shows).
+pub fn plan_text(plan: &Arc<dyn ExecutionPlan>) -> String {
+    datafusion::physical_plan::displayable(plan.as_ref())
+        .indent(true)
+        .to_string()
+}
+
+/// One line of a query's text for descriptions: its first line that is not a comment,
+/// shortened to 80 characters.
+pub fn describe_sql(sql: &str) -> String {
+    let line = sql
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with("--"))
+        .unwrap_or("");
+    let mut text: String = line.chars().take(80).collect();
+    if line.chars().count() > 80 {
+        text.push('…');
+    }
+    text
+}
+
+/// qprof for one application: instruments session builders, runs queries with their
+/// profiles, and tells its listeners (an event log, live state, …) what happened.
+///
+/// Clones share everything. Stage and task ids are unique across all queries of a
+/// profiler, as in one Spark application. The application starts when the first session
+/// builder is instrumented (or at [`Profiler::start`]) and ends at [`Profiler::finish`], or
+/// when the last clone is dropped.
+#[derive(Clone, Debug)]
+pub struct Profiler {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    bus: EventBus,
+    ids: RunIds,
+    next_query: AtomicUsize,
+    spawned_work_attributed: bool,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if self.bus.started() && !self.bus.ended() {
+            let exit_code = i32::from(std::thread::panicking());
+            self.bus
+                .post(&Event::AppEnd(AppEnd::new(epoch_millis(), exit_code)));
+        }
+    }
+}
+
+impl Default for Profiler {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The application's name unless told otherwise: the program's file name and its
+/// arguments.
+fn default_app_name() -> String {
+    let mut args = std::env::args();
+    let program = args
+        .next()
+        .map(|p| {
+            std::path::Path::new(&p)
+                .file_name()
+                .map_or(p.clone(), |n| n.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "qprof".to_string());
+    std::iter::once(program)
+        .chain(args)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl Profiler {
+    /// A profiler without listeners. Installs the spawn tracer (once per process) and
+    /// measures the timer costs function tracking budgets with (once per process).
+    pub fn new() -> Profiler {
+        let spawned_work_attributed = install_spawn_attribution();
+        // measured once per process; better now than inside the first query
+        let _ = timer_costs();
+        Profiler {
+            shared: Arc::new(Shared {
+                bus: EventBus::new(),
+                ids: RunIds::default(),
+                next_query: AtomicUsize::new(1),
+                spawned_work_attributed,
+            }),
+        }
+    }
+
+    /// Registers `listener` on the profiler's bus; if the application already started, it
+    /// receives that start now.
+    ///
+    /// # Errors
+    /// The listener's failure on the replayed start (e.g. a log it cannot create).
+    pub fn add_listener(&self, listener: Arc<dyn Listener>) -> Result<(), ListenerFailure> {
+        self.shared.bus.add_listener(listener)
+    }
+
+    /// The event bus, for listeners and for posting events of one's own.
+    pub fn event_bus(&self) -> &EventBus {
+        &self.shared.bus
+    }
+
+    /// Failures of listeners since the last call (e.g. an event log that could not be
+    /// written). Queries are not failed by their listeners.
+    pub fn take_listener_failures(&self) -> Vec<ListenerFailure> {
+        self.shared.bus.take_failures()
+    }
+
+    /// Whether work that operators run on spawned tasks is attributed to them. It is not
+    /// when another `JoinSetTracer` was installed in the process first; that work is then
+    /// missing from the profile (never counted twice).
+    pub fn attributes_spawned_work(&self) -> bool {
+        self.shared.spawned_work_attributed
+    }
+
+    /// Instruments `builder`: appends the profiling rule, wraps the builder's own memory
+    /// pool and query planner (so limits, spilling and extension planners keep working),
+    /// and adds [`QprofOptions`] (defaults) unless the configuration has them. Call it
+    /// last, after everything else is set on the builder. The application starts now if
+    /// it has not (its properties are this configuration's).
+    ///
+    /// Instrumenting an instrumented builder changes nothing.
+    pub fn instrument(&self, mut builder: SessionStateBuilder) -> SessionStateBuilder {
+        let instrumented = builder
+            .physical_optimizer_rules()
+            .as_ref()
+            .is_some_and(|rules| rules.iter().any(|r| r.name() == ProfilingRule::NAME));
+        if instrumented {
+            return builder;
+        }
+        let config = builder.config().take().unwrap_or_default();
+        let config = if config.options().extensions.get::<QprofOptions>().is_some() {
+            config
+        } else {
+            config.with_option_extension(QprofOptions::default())
+        };
+        let runtime = builder
+            .runtime_env()
+            .take()
+            .unwrap_or_else(|| Arc::new(RuntimeEnv::default()));
+        let runtime = if runtime.memory_pool.is::<AttributingPool>() {
+            runtime
+        } else {
+            Arc::new(RuntimeEnv {
+                memory_pool: Arc::new(AttributingPool::new(Arc::clone(&runtime.memory_pool))),
+                ..RuntimeEnv::clone(&runtime)
+            })
+        };
+        let planner = builder.query_planner().take();
+        if !self.shared.bus.started() {
+            self.start(app_info(&config));
+        }
+        builder
+            .with_config(config)
+            .with_runtime_env(runtime)
+            .with_query_planner(Arc::new(ProfilingQueryPlanner::new(planner)))
+            .with_physical_optimizer_rule(Arc::new(ProfilingRule))
+    }
+
+    /// Starts the application described by `app` (ignored if it started already).
+    pub fn start(&self, app: AppInfo) {
+        self.shared.bus.post(&Event::AppStart(app));
+    }
+
+    /// Ends the application with `exit_code` (0: success). Nothing is posted after it.
+    ///
+    /// # Errors
+    /// The first listener failure not yet taken, this end's included.
+    pub fn finish(&self, exit_code: i32) -> Result<(), ListenerFailure> {
+        self.shared
+            .bus
+            .post(&Event::AppEnd(AppEnd::new(epoch_millis(), exit_code)));
+        match self.shared.bus.take_failures().into_iter().next() {
+            Some(failure) => Err(failure),
+            None => Ok(()),
+        }
+    }
+
+    fn next_query_id(&self) -> usize {
+        self.shared.next_query.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Plans and runs `sql` in `ctx`; the query gets the next id of the profiler and is
+    /// described by its first line.
+    ///
+    /// # Errors
+    /// Fails if DataFusion cannot plan or execute the statement; the failure carries the
+    /// partial profile when the statement was planned.
+    pub async fn run_sql(
+        &self,
+        ctx: &SessionContext,
+        sql: &str,
+    ) -> Result<ProfiledQuery, QueryFailure> {
+        let id = self.next_query_id();
+        self.run_sql_as(ctx, id, &describe_sql(sql), sql).await
+    }
+
+    /// Plans and runs `sql` in `ctx` as query `id`, described as `description`.
+    ///
+    /// # Errors
+    /// As [`Profiler::run_sql`].
+    pub async fn run_sql_as(
+        &self,
+        ctx: &SessionContext,
+        id: usize,
+        description: &str,
+        sql: &str,
+    ) -> Result<ProfiledQuery, QueryFailure> {
+        let started = self.begin(id, description, sql);
+        let planned = async {
+            let frame = ctx.sql(sql).await?;
+            plan(frame).await
+        }
+        .await;
+        self.collect_planned(started, planned).await
+    }
+
+    /// Runs `frame` (any DataFrame, built with SQL or the DataFrame API); the query gets the
+    /// next id and is described as `description`, its text being the logical plan.
+    ///
+    /// # Errors
+    /// As [`Profiler::run_sql`].
+    pub async fn run(
+        &self,
+        frame: DataFrame,
+        description: &str,
+    ) -> Result<ProfiledQuery, QueryFailure> {
+        let text = frame.logical_plan().display_indent().to_string();
+        let started = self.begin(self.next_query_id(), description, &text);
+        self.collect_planned(started, plan(frame).await).await
+    }
+
+    /// Starts `frame` and returns its batches as a stream; the profile is taken, and the
+    /// query's end posted, when the stream ends, fails or is dropped.
+    ///
+    /// # Errors
+    /// Fails if the frame cannot be planned or started.
+    pub async fn execute_stream(
+        &self,
+        frame: DataFrame,
+        description: &str,
+    ) -> Result<QueryStream, QueryFailure> {
+        let text = frame.logical_plan().display_indent().to_string();
+        let started = self.begin(self.next_query_id(), description, &text);
+        let stream = match plan(frame).await {
+            Ok((plan, task_ctx)) => match execute_stream(Arc::clone(&plan), task_ctx) {
+                Ok(stream) => Ok((plan, stream)),
+                Err(e) => Err((e, Some(plan))),
+            },
+            Err(e) => Err((e, None)),
+        };
+        match stream {
+            Ok((plan, inner)) => Ok(QueryStream {
+                inner,
+                plan,
+                started: Some(started),
+                rows: 0,
+                profiler: self.clone(),
+                profile: None,
+            }),
+            Err((error, plan)) => Err(self.end(started, plan.as_ref(), 0, Some(error)).failure()),
+        }
+    }
+
+    fn begin(&self, id: usize, description: &str, text: &str) -> Started {
+        let started = Started {
+            id,
+            description: description.to_string(),
+            text: text.to_string(),
+            clock: Instant::now(),
+            start_epoch_millis: epoch_millis(),
+        };
+        self.shared.bus.post(&Event::QueryStart(QueryStart {
+            id,
+            description: started.description.clone(),
+            text: started.text.clone(),
+            start_epoch_millis: started.start_epoch_millis,
+        }));
+        started
+    }
+
+    async fn collect_planned(
+        &self,
+        started: Started,
+        planned: Result<Planned, DataFusionError>,
+    ) -> Result<ProfiledQuery, QueryFailure> {
+        let (plan, task_ctx) = match planned {
+            Ok(p) => p,
+            Err(e) => return Err(self.end(started, None, 0, Some(e)).failure()),
+        };
+        let outcome = collect(Arc::clone(&plan), task_ctx).await;
+        let rows = outcome.as_ref().map_or(0, |batches| {
+            batches.iter().map(|b| b.num_rows() as u64).sum()
+        });
+        match outcome {
+            Ok(batches) => {
+                let ended = self.end(started, Some(&plan), rows, None);
+                match ended.profile {
+                    Some(profile) => Ok(ProfiledQuery {
+                        batches,
+                        plan,
+                        profile,
+                    }),
+                    None => Err(ended.failure()),
+                }
+            }
+            Err(e) => Err(self.end(started, Some(&plan), rows, Some(e)).failure()),
+        }
+    }
+
+    /// Ends a query: takes its profile (when it was planned) and posts its end.
+    fn end(
+        &self,
+        started: Started,
+        plan: Option<&Arc<dyn ExecutionPlan>>,
+        rows: u64,
+        error: Option<DataFusionError>,
+    ) -> Ended {
+        let duration = started.clock.elapsed();
+        let profile = plan.map(|plan| {
+            let mut profile = collect_profile(
+                plan,
+                QueryInfo {
+                    id: started.id,
+                    sql: started.text.clone(),
+                    rows,
+                    duration_nanos: u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX),
+                    start_epoch_millis: started.start_epoch_millis,
+                },
+                &self.shared.ids,
+            );
+            if !self.shared.spawned_work_attributed {
+                profile.plan.info.push((
+                    "warning".to_string(),
+                    "work on spawned tasks is not attributed: another JoinSetTracer is installed"
+                        .to_string(),
+                ));
+            }
+            profile
+        });
+        let error = error.map(ProfileError::from);
+        let event = Event::QueryEnd(Box::new(QueryEnd {
+            id: started.id,
+            description: started.description,
+            text: started.text,
+            plan_text: plan.map(plan_text).unwrap_or_default(),
+            start_epoch_millis: started.start_epoch_millis,
+            end_epoch_millis: epoch_millis(),
+            profile,
+            error: error.as_ref().map(ToString::to_string),
+        }));
+        self.shared.bus.post(&event);
+        // the profile travelled by reference; it comes back out of the event
+        let profile = match event {
+            Event::QueryEnd(end) => end.profile,
+            _ => None,
+        };
+        Ended {
+            profile,
+            error,
+            start_epoch_millis: started.start_epoch_millis,
+        }
+    }
+}
+
+/// What a query's end leaves for its caller.
+struct Ended {
+    profile: Option<QueryProfile>,
+    error: Option<ProfileError>,
+    start_epoch_millis: u64,
+}
+
+impl Ended {
+    /// The failure of a query that ended with an error.
+    fn failure(self) -> QueryFailure {
+        QueryFailure {
+            error: self.error.unwrap_or_else(|| {
+                ProfileError::DataFusion(DataFusionError::Internal(
+                    "query ended without an error".to_string(),
+                ))
+            }),
+            profile: self.profile.map(Box::new),
+            start_epoch_millis: self.start_epoch_millis,
+        }
+    }
+}
+
+/// A physical plan and the task context to run it in.
+type Planned = (Arc<dyn ExecutionPlan>, Arc<TaskContext>);
+
+/// The physical plan of `frame` and the task context to run it in.
+async fn plan(frame: DataFrame) -> Result<Planned, DataFusionError> {
+    let task_ctx = Arc::new(frame.task_ctx());
+    let plan = frame.create_physical_plan().await?;
+    Ok((plan, task_ctx))
+}
+
+/// What is kept of a query between its start and its end.
+#[derive(Debug)]
+struct Started {
+    id: usize,
+    description: String,
+    text: String,
+    clock: Instant,
+    start_epoch_millis: u64,
+}
+
+/// The application a session with `config` is: the process's name and arguments, the
+/// configuration as its properties, a core per target partition.
+fn app_info(config: &SessionConfig) -> AppInfo {
+    let mut app = AppInfo::new(
+        default_app_name(),
+        format!("DataFusion {}", datafusion::DATAFUSION_VERSION),
+        u32::try_from(config.target_partitions()).unwrap_or(u32::MAX),
+    );
+    app.properties = config
+        .options()
+        .entries()
+        .into_iter()
+        .filter_map(|e| e.value.map(|v| (e.key, v)))
+        .collect();
+    app
+}
+
+/// The batches of a query started with [`Profiler::execute_stream`]. When it ends (or
+/// fails, or is dropped first), the profile is taken and the query's end posted.
+pub struct QueryStream {
+    inner: SendableRecordBatchStream,
+    plan: Arc<dyn ExecutionPlan>,
+    started: Option<Started>,
+    rows: u64,
+    profiler: Profiler,
+    profile: Option<QueryProfile>,
+}
+
+impl std::fmt::Debug for QueryStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueryStream")
+            .field("rows", &self.rows)
+            .field("ended", &self.started.is_none())
+            .finish_non_exhaustive()
+    }
+}
+
+impl QueryStream {
+    /// The executed plan.
+    pub fn plan(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.plan
+    }
+
+    /// The profile, once the stream ended.
+    pub fn profile(&self) -> Option<&QueryProfile> {
+        self.profile.as_ref()
+    }
+
+    fn finish(&mut self, error: Option<DataFusionError>) {
+        if let Some(started) = self.started.take() {
+            self.profile = self
+                .profiler
+                .end(started, Some(&self.plan), self.rows, error)
+                .profile;
+        }
+    }
+}
+
+impl Stream for QueryStream {
+    type Item = datafusion::error::Result<RecordBatch>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        if this.started.is_none() {
+            return Poll::Ready(None);
+        }
+        let next = this.inner.as_mut().poll_next(cx);
+        match &next {
+            Poll::Ready(Some(Ok(batch))) => this.rows += batch.num_rows() as u64,
+            Poll::Ready(Some(Err(e))) => {
+                let copy = DataFusionError::Execution(e.to_string());
+                this.finish(Some(copy));
+            }
+            Poll::Ready(None) => this.finish(None),
+            Poll::Pending => {}
+        }
+        next
+    }
+}
+
+impl RecordBatchStream for QueryStream {
+    fn schema(&self) -> SchemaRef {
+        self.inner.schema()
+    }
+}
+
+impl Drop for QueryStream {
+    fn drop(&mut self) {
+        self.finish(Some(DataFusionError::Execution(
+            "cancelled: the stream was dropped before its end".to_string(),
+        )));
+    }
+}

@@ -1,0 +1,144 @@
+//! The Spark event log as a listener of qprof's event bus: registered on a profiler, it
+//! writes one application's log from the events the engine posts.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use qprof_core::events::EventBus;
+//! use qprof_eventlog::listener::EventLogListener;
+//!
+//! let bus = EventBus::new();
+//! bus.add_listener(Arc::new(EventLogListener::in_dir("qprof-events"))).unwrap();
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use qprof_core::events::{AppInfo, Event, Listener, ListenerError, QueryEnd};
+
+use crate::profile_events::QueryRecord;
+use crate::writer::{AppLog, AppStart, LogConfig};
+
+/// Writes the application's event log: the log is created when the application starts,
+/// each query is appended (and flushed) when it ends, and the log is completed when the
+/// application ends.
+#[derive(Debug)]
+pub struct EventLogListener {
+    config: LogConfig,
+    state: Mutex<LogState>,
+}
+
+#[derive(Debug)]
+enum LogState {
+    NotStarted,
+    Open(AppLog),
+    Finished(PathBuf),
+    /// Creating or finishing the log failed; nothing more is written.
+    Broken,
+}
+
+impl From<&AppInfo> for AppStart {
+    fn from(app: &AppInfo) -> AppStart {
+        AppStart {
+            name: app.name.clone(),
+            user: app.user.clone(),
+            host: app.host.clone(),
+            cores: app.cores,
+            start_epoch_millis: i64::try_from(app.start_epoch_millis).unwrap_or(i64::MAX),
+            engine: app.engine.clone(),
+            properties: app.properties.clone(),
+        }
+    }
+}
+
+fn millis(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+impl<'a> From<&'a QueryEnd> for QueryRecord<'a> {
+    fn from(end: &'a QueryEnd) -> QueryRecord<'a> {
+        QueryRecord {
+            description: end.description.clone(),
+            sql: &end.text,
+            plan_text: end.plan_text.clone(),
+            start_epoch_millis: millis(end.start_epoch_millis),
+            end_epoch_millis: millis(end.end_epoch_millis),
+            profile: end.profile.as_ref(),
+            error: end.error.clone(),
+        }
+    }
+}
+
+impl EventLogListener {
+    /// A listener writing as `config` says.
+    pub fn new(config: LogConfig) -> EventLogListener {
+        EventLogListener {
+            config,
+            state: Mutex::new(LogState::NotStarted),
+        }
+    }
+
+    /// A listener writing uncompressed logs into `dir`, rolled at Spark's default size.
+    pub fn in_dir(dir: impl Into<PathBuf>) -> EventLogListener {
+        EventLogListener::new(LogConfig::new(dir))
+    }
+
+    /// The application's log directory, once the application started.
+    pub fn log_dir(&self) -> Option<PathBuf> {
+        match &*self.state.lock().unwrap_or_else(PoisonError::into_inner) {
+            LogState::Open(log) => Some(log.dir().to_path_buf()),
+            LogState::Finished(dir) => Some(dir.clone()),
+            LogState::NotStarted | LogState::Broken => None,
+        }
+    }
+
+    /// Where the application logs go.
+    pub fn root_dir(&self) -> &Path {
+        &self.config.dir
+    }
+}
+
+impl Listener for EventLogListener {
+    fn on_event(&self, event: &Event) -> Result<(), ListenerError> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        match event {
+            Event::AppStart(app) => {
+                if !matches!(*state, LogState::NotStarted) {
+                    return Ok(());
+                }
+                match AppLog::create(&self.config, &AppStart::from(app)) {
+                    Ok(log) => {
+                        *state = LogState::Open(log);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        *state = LogState::Broken;
+                        Err(e.into())
+                    }
+                }
+            }
+            Event::QueryEnd(end) => match &mut *state {
+                LogState::Open(log) => Ok(log.log_query(&QueryRecord::from(end.as_ref()))?),
+                _ => Ok(()),
+            },
+            Event::AppEnd(end) => {
+                match std::mem::replace(&mut *state, LogState::Broken) {
+                    LogState::Open(log) => {
+                        let dir = log.finish(
+                            millis(end.end_epoch_millis),
+                            end.exit_code,
+                            end.peak_rss_bytes,
+                        )?;
+                        *state = LogState::Finished(dir);
+                    }
+                    other => *state = other,
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn name(&self) -> &str {
+        "event log"
+    }
+}

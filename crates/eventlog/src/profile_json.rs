@@ -1,0 +1,383 @@
+//! qprof's JSON profile: the document `--profile-out` writes and the profile the
+//! `org.qprof.eventlog.QueryProfile` event carries, as versioned serde types.
+//!
+//! The types mirror [`QueryProfile`] and add what a reader wants without recomputing it:
+//! each metric's task count, min/median/max, the task holding the max, and Spark's
+//! rendering. Objects keep their keys in the profile's order. Readers accept unknown keys,
+//! so a newer writer's additions do not break an older reader; a document of a newer
+//! format version than [`FORMAT_VERSION`] is refused.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use qprof_core::profile::{
+    FunctionProfile, NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskProfile,
+};
+use serde::de::{MapAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The version of the profile format this crate writes and the newest it reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Why a profile document could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileJsonError {
+    /// Not JSON, or not shaped like a profile.
+    #[error("not a qprof profile: {0}")]
+    Malformed(#[from] serde_json::Error),
+    /// Written by a newer qprof.
+    #[error("profile format version {found} is newer than the {FORMAT_VERSION} this qprof reads")]
+    TooNew {
+        /// The document's version.
+        found: u32,
+    },
+}
+
+/// An object whose keys keep their order: a list of (key, value) pairs on the Rust side.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OrderedMap<V>(pub Vec<(String, V)>);
+
+impl<V> OrderedMap<V> {
+    /// Whether there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The value under `key`.
+    pub fn get(&self, key: &str) -> Option<&V> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+}
+
+impl<V: Serialize> Serialize for OrderedMap<V> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for OrderedMap<V> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Entries<V>(PhantomData<V>);
+        impl<'de, V: Deserialize<'de>> Visitor<'de> for Entries<V> {
+            type Value = OrderedMap<V>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Self::Value, A::Error> {
+                let mut entries = Vec::with_capacity(access.size_hint().unwrap_or(0));
+                while let Some(entry) = access.next_entry()? {
+                    entries.push(entry);
+                }
+                Ok(OrderedMap(entries))
+            }
+        }
+        deserializer.deserialize_map(Entries(PhantomData))
+    }
+}
+
+/// The file `--profile-out` writes: `{"formatVersion":1,"queries":[..]}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfilesDocument {
+    /// The format version, [`FORMAT_VERSION`] when written by this crate.
+    pub format_version: u32,
+    /// One profile per query, in run order.
+    pub queries: Vec<QueryJson>,
+}
+
+impl ProfilesDocument {
+    /// The document of `profiles`.
+    pub fn new<'a>(profiles: impl IntoIterator<Item = &'a QueryProfile>) -> ProfilesDocument {
+        ProfilesDocument {
+            format_version: FORMAT_VERSION,
+            queries: profiles.into_iter().map(QueryJson::from).collect(),
+        }
+    }
+
+    /// Reads a document.
+    ///
+    /// # Errors
+    /// Malformed JSON or shape, or a format newer than this crate reads.
+    pub fn parse(text: &str) -> Result<ProfilesDocument, ProfileJsonError> {
+        let doc: ProfilesDocument = serde_json::from_str(text)?;
+        check_version(doc.format_version)?;
+        Ok(doc)
+    }
+}
+
+/// Refuses versions newer than [`FORMAT_VERSION`].
+///
+/// # Errors
+/// [`ProfileJsonError::TooNew`].
+pub fn check_version(found: u32) -> Result<(), ProfileJsonError> {
+    if found > FORMAT_VERSION {
+        Err(ProfileJsonError::TooNew { found })
+    } else {
+        Ok(())
+    }
+}
+
+/// One query's profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueryJson {
+    /// Query id within the run.
+    pub id: usize,
+    /// The query text.
+    pub sql: String,
+    /// Rows returned.
+    pub rows: u64,
+    /// Wall time from planning to the last batch (ns).
+    pub duration_nanos: u64,
+    /// Start, epoch ms.
+    pub start_epoch_millis: u64,
+    /// The operator tree.
+    pub plan: NodeJson,
+    /// Stages and their tasks.
+    pub stages: Vec<StageJson>,
+    /// In an event log: the accumulator id of each metric, by node id and metric name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accumulator_ids: Option<OrderedMap<OrderedMap<i64>>>,
+}
+
+/// One operator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeJson {
+    /// Pre-order id.
+    pub id: usize,
+    /// Operator type.
+    pub name: String,
+    /// One-line description as EXPLAIN prints it.
+    pub display: String,
+    /// The stage it ran in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage_id: Option<u32>,
+    /// Metrics by name.
+    pub metrics: OrderedMap<MetricJson>,
+    /// Free-form facts.
+    #[serde(default, skip_serializing_if = "OrderedMap::is_empty")]
+    pub info: OrderedMap<String>,
+    /// Function call sites, by CPU time.
+    #[serde(default)]
+    pub functions: Vec<FunctionJson>,
+    /// Inputs.
+    #[serde(default)]
+    pub children: Vec<NodeJson>,
+}
+
+/// One metric of one operator, with its spread across tasks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricJson {
+    /// Operator-level value.
+    pub value: i64,
+    /// `sum`, `size`, `timing`, `nsTiming` or `average`.
+    pub kind: String,
+    /// Spark-style display name.
+    pub display_name: String,
+    /// Values reported (tasks, and one without a task for spawned work).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<usize>,
+    /// Smallest task value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<i64>,
+    /// Median task value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median: Option<i64>,
+    /// Largest task value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<i64>,
+    /// The task with the largest value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_task_id: Option<u64>,
+    /// The value as Spark renders it.
+    pub spark: String,
+}
+
+/// One function call site.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FunctionJson {
+    /// The function.
+    pub name: String,
+    /// The call as written in the plan.
+    pub expression: String,
+    /// Vectors it was called on.
+    pub vectors: u64,
+    /// Rows it was called on.
+    pub rows: u64,
+    /// Vectors timed with the CPU clock.
+    pub cpu_timed_vectors: u64,
+    /// CPU ns (estimated when `cpu_extrapolated`).
+    pub cpu_nanos: u64,
+    /// Wall ns (estimated when `wall_extrapolated`).
+    pub wall_nanos: u64,
+    /// Whether `cpu_nanos` is extrapolated.
+    pub cpu_extrapolated: bool,
+    /// Whether `wall_nanos` is extrapolated.
+    pub wall_extrapolated: bool,
+    /// `full`, `sampled 1/N` or `wall only`.
+    pub mode: String,
+    /// Re-calibrations after cost drifts.
+    pub recalibrations: u32,
+}
+
+/// One stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StageJson {
+    /// Stage id.
+    pub id: u32,
+    /// The operators in it.
+    pub node_ids: Vec<usize>,
+    /// Its tasks.
+    pub tasks: Vec<TaskJson>,
+}
+
+/// One task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskJson {
+    /// Task id.
+    pub task_id: u64,
+    /// Partition of its stage.
+    pub partition: u32,
+    /// Start, epoch ms.
+    pub start_epoch_millis: u64,
+    /// Finish, epoch ms.
+    pub finish_epoch_millis: u64,
+    /// Task metrics by name.
+    pub metrics: OrderedMap<TaskMetricJson>,
+}
+
+/// One metric of one task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskMetricJson {
+    /// The value.
+    pub value: i64,
+    /// The kind.
+    pub kind: String,
+}
+
+impl From<&NodeMetric> for MetricJson {
+    fn from(m: &NodeMetric) -> MetricJson {
+        let spread = (!m.tasks.is_empty()).then(|| m.aggregate());
+        MetricJson {
+            value: m.value,
+            kind: m.kind.as_str().to_string(),
+            display_name: m.display_name.clone(),
+            tasks: spread.as_ref().map(|_| m.tasks.len()),
+            min: spread.as_ref().map(|a| a.min),
+            median: spread.as_ref().map(|a| a.median),
+            max: spread.as_ref().map(|a| a.max),
+            max_task_id: spread.and_then(|a| a.max_task).map(|t| t.task_id),
+            spark: m.spark_string(),
+        }
+    }
+}
+
+impl From<&FunctionProfile> for FunctionJson {
+    fn from(f: &FunctionProfile) -> FunctionJson {
+        FunctionJson {
+            name: f.name.clone(),
+            expression: f.expression.clone(),
+            vectors: f.vectors,
+            rows: f.rows,
+            cpu_timed_vectors: f.cpu_timed_vectors,
+            cpu_nanos: f.cpu_nanos,
+            wall_nanos: f.wall_nanos,
+            cpu_extrapolated: f.cpu_extrapolated,
+            wall_extrapolated: f.wall_extrapolated,
+            mode: f.mode.clone(),
+            recalibrations: f.recalibrations,
+        }
+    }
+}
+
+impl From<&ProfileNode> for NodeJson {
+    fn from(n: &ProfileNode) -> NodeJson {
+        NodeJson {
+            id: n.id,
+            name: n.name.clone(),
+            display: n.display.clone(),
+            stage_id: n.stage_id,
+            metrics: OrderedMap(
+                n.metrics
+                    .iter()
+                    .map(|m| (m.name.clone(), MetricJson::from(m)))
+                    .collect(),
+            ),
+            info: OrderedMap(n.info.clone()),
+            functions: n.functions.iter().map(FunctionJson::from).collect(),
+            children: n.children.iter().map(NodeJson::from).collect(),
+        }
+    }
+}
+
+impl From<&TaskProfile> for TaskJson {
+    fn from(t: &TaskProfile) -> TaskJson {
+        TaskJson {
+            task_id: t.task_id,
+            partition: t.partition,
+            start_epoch_millis: t.start_epoch_millis,
+            finish_epoch_millis: t.finish_epoch_millis,
+            metrics: OrderedMap(
+                t.metrics
+                    .iter()
+                    .map(|m| {
+                        (
+                            m.name.clone(),
+                            TaskMetricJson {
+                                value: m.value,
+                                kind: m.kind.as_str().to_string(),
+                            },
+                        )
+                    })
+                    .collect(),
+            ),
+        }
+    }
+}
+
+impl From<&StageProfile> for StageJson {
+    fn from(s: &StageProfile) -> StageJson {
+        StageJson {
+            id: s.id,
+            node_ids: s.node_ids.clone(),
+            tasks: s.tasks.iter().map(TaskJson::from).collect(),
+        }
+    }
+}
+
+impl From<&QueryProfile> for QueryJson {
+    fn from(p: &QueryProfile) -> QueryJson {
+        QueryJson {
+            id: p.id,
+            sql: p.sql.clone(),
+            rows: p.rows,
+            duration_nanos: p.duration_nanos,
+            start_epoch_millis: p.start_epoch_millis,
+            plan: NodeJson::from(&p.plan),
+            stages: p.stages.iter().map(StageJson::from).collect(),
+            accumulator_ids: None,
+        }
+    }
+}
+
+impl NodeJson {
+    /// This node and its descendants, in pre-order.
+    pub fn iter(&self) -> impl Iterator<Item = &NodeJson> {
+        let mut stack = vec![self];
+        std::iter::from_fn(move || {
+            let node = stack.pop()?;
+            stack.extend(node.children.iter().rev());
+            Some(node)
+        })
+    }
+}
