@@ -58,7 +58,7 @@ async fn time_profiled(session: &ProfilingSession, q: usize, sql: &str) -> Resul
     })
 }
 
-pub async fn overhead(args: OverheadArgs) -> Result<()> {
+pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
     let config = session_config(args.partitions, &args.functions)?;
     let dir = data_dir(args.data_dir.as_ref(), &args.tpch);
     let paths = prepare_tpch(&args.tpch, &dir)?;
@@ -154,7 +154,7 @@ pub async fn overhead(args: OverheadArgs) -> Result<()> {
 
 /// `qprof bench functions`: the cost and the accuracy of function tracking, per function
 /// and vector size, each variant interleaved with the others in every round.
-pub fn functions(args: &FunctionsArgs) -> Result<()> {
+pub(crate) fn functions(args: &FunctionsArgs) -> Result<()> {
     let costs = timer_costs();
     println!(
         "timers: cpu+wall {:.0} ns, wall {:.0} ns per measured vector, bookkeeping included (medians)",

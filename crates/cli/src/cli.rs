@@ -10,7 +10,7 @@ use qprof_tpch::ScaleFactor;
 /// Runtime metrics and query profiles for DataFusion.
 #[derive(Debug, Parser)]
 #[command(name = "qprof", version, about)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -30,7 +30,7 @@ enum Command {
 
 /// Where the event log goes.
 #[derive(Debug, Args)]
-pub struct LogOptions {
+pub(crate) struct LogOptions {
     /// Directory for Spark-compatible event logs (one application per run).
     #[arg(long, value_name = "DIR", default_value = "qprof-events")]
     pub event_log_dir: PathBuf,
@@ -43,7 +43,7 @@ pub struct LogOptions {
 }
 
 #[derive(Debug, Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Directory of event logs (qprof's or Spark's).
     #[arg(long, value_name = "DIR", default_value = "qprof-events")]
     pub log_dir: PathBuf,
@@ -57,7 +57,7 @@ pub struct ServeArgs {
 
 /// How function calls are timed: the `qprof.expression.*` session options as flags.
 #[derive(Debug, Clone, Default, Args)]
-pub struct FunctionTracking {
+pub(crate) struct FunctionTracking {
     /// Time every function call on every vector (qprof.expression.track_cpu_usage).
     #[arg(long)]
     pub track_cpu_usage: bool,
@@ -77,7 +77,7 @@ pub struct FunctionTracking {
 
 /// Options shared by the commands that execute queries.
 #[derive(Debug, Args)]
-pub struct ExecOptions {
+pub(crate) struct ExecOptions {
     /// Write all profiles as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub profile_out: Option<PathBuf>,
@@ -94,7 +94,7 @@ pub struct ExecOptions {
 }
 
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// TPC-H scale factor, e.g. 0.1 or 1.
     #[arg(long, value_name = "SF", allow_negative_numbers = true)]
     pub tpch: ScaleFactor,
@@ -109,7 +109,7 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct SqlArgs {
+pub(crate) struct SqlArgs {
     /// The SQL statement.
     pub sql: String,
     /// A table to register, as NAME=PATH with PATH a .parquet or .csv file (repeatable).
@@ -128,7 +128,7 @@ enum BenchCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct FunctionsArgs {
+pub(crate) struct FunctionsArgs {
     /// Evaluations per measured cell.
     #[arg(long, default_value_t = 10_000, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
     pub iterations: u32,
@@ -144,7 +144,7 @@ pub struct FunctionsArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct OverheadArgs {
+pub(crate) struct OverheadArgs {
     /// TPC-H scale factor.
     #[arg(long, value_name = "SF", allow_negative_numbers = true)]
     pub tpch: ScaleFactor,
@@ -166,11 +166,11 @@ pub struct OverheadArgs {
 
 /// TPC-H query numbers, in the order given, without repeats.
 #[derive(Debug, Clone)]
-pub struct QueryList(pub Vec<usize>);
+pub(crate) struct QueryList(pub Vec<usize>);
 
 impl QueryList {
     /// The given list, or all queries.
-    pub fn or_all(list: Option<&QueryList>) -> Vec<usize> {
+    pub(crate) fn or_all(list: Option<&QueryList>) -> Vec<usize> {
         list.map_or_else(|| (1..=qprof_tpch::QUERY_COUNT).collect(), |l| l.0.clone())
     }
 }
@@ -197,7 +197,7 @@ fn parse_queries(s: &str) -> Result<QueryList, String> {
 
 /// A table to register: a name and a Parquet or CSV file.
 #[derive(Debug, Clone)]
-pub struct TableSpec {
+pub(crate) struct TableSpec {
     /// Table name in SQL.
     pub name: String,
     /// The file.
@@ -208,7 +208,7 @@ pub struct TableSpec {
 
 /// File formats `qprof sql` reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TableFormat {
+pub(crate) enum TableFormat {
     /// Apache Parquet.
     Parquet,
     /// CSV with a header line.
@@ -258,7 +258,7 @@ impl FromStr for TableSpec {
 }
 
 /// Runs the parsed command.
-pub fn dispatch(cli: Cli) -> Result<()> {
+pub(crate) fn dispatch(cli: Cli) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -282,13 +282,13 @@ pub fn dispatch(cli: Cli) -> Result<()> {
 }
 
 /// The directory TPC-H data of `sf` is cached in.
-pub fn data_dir(dir: Option<&PathBuf>, sf: &ScaleFactor) -> PathBuf {
+pub(crate) fn data_dir(dir: Option<&PathBuf>, sf: &ScaleFactor) -> PathBuf {
     dir.cloned()
         .unwrap_or_else(|| PathBuf::from("qprof-data").join(sf.dir_name()))
 }
 
 /// Fails with a clear message if `dir` exists and is not a directory.
-pub fn check_dir(dir: &std::path::Path) -> Result<()> {
+pub(crate) fn check_dir(dir: &std::path::Path) -> Result<()> {
     if dir.exists() && !dir.is_dir() {
         bail!("data dir '{}' exists and is not a directory", dir.display());
     }

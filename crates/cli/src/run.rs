@@ -29,7 +29,7 @@ use crate::cli::{
 ///
 /// # Errors
 /// Fails with the option's name when a function-tracking flag has a bad value.
-pub fn session_config(
+pub(crate) fn session_config(
     partitions: Option<u16>,
     functions: &FunctionTracking,
 ) -> Result<SessionConfig> {
@@ -67,7 +67,7 @@ pub fn session_config(
 }
 
 /// Generates (or finds cached) TPC-H data, showing a progress bar while generating.
-pub fn prepare_tpch(sf: &ScaleFactor, dir: &Path) -> Result<DatasetPaths> {
+pub(crate) fn prepare_tpch(sf: &ScaleFactor, dir: &Path) -> Result<DatasetPaths> {
     check_dir(dir)?;
     let bar = ProgressBar::hidden();
     let mut shown = false;
@@ -90,7 +90,7 @@ pub fn prepare_tpch(sf: &ScaleFactor, dir: &Path) -> Result<DatasetPaths> {
     Ok(paths)
 }
 
-pub async fn run_tpch(args: RunArgs) -> Result<()> {
+pub(crate) async fn run_tpch(args: RunArgs) -> Result<()> {
     let config = session_config(args.exec.partitions, &args.exec.functions)?;
     let dir = data_dir(args.data_dir.as_ref(), &args.tpch);
     let paths = prepare_tpch(&args.tpch, &dir)?;
@@ -118,7 +118,7 @@ pub async fn run_tpch(args: RunArgs) -> Result<()> {
     finish(&profiles, &args.exec, &session, log.as_deref())
 }
 
-pub async fn run_sql(args: SqlArgs) -> Result<()> {
+pub(crate) async fn run_sql(args: SqlArgs) -> Result<()> {
     let session =
         ProfilingSession::new(session_config(args.exec.partitions, &args.exec.functions)?);
     for table in &args.tables {
@@ -234,7 +234,10 @@ fn finish(
         format::human_nanos(total)
     );
     if let Some(path) = &exec.profile_out {
-        write_profiles(profiles, path)?;
+        if let Err(e) = write_profiles(profiles, path) {
+            end_application(session, 1)?;
+            return Err(e);
+        }
         println!("profiles written to {}", path.display());
     }
     end_application(session, 0)?;
@@ -252,6 +255,6 @@ fn write_profiles(profiles: &[QueryProfile], path: &Path) -> Result<()> {
 }
 
 /// Milliseconds of a duration, for tables.
-pub fn millis(d: Duration) -> f64 {
+pub(crate) fn millis(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }

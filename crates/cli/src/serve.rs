@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use crate::cli::ServeArgs;
 
 /// `qprof serve`: the history server over a log directory, until interrupted.
-pub async fn serve(args: ServeArgs) -> Result<()> {
+pub(crate) async fn serve(args: ServeArgs) -> Result<()> {
     let dir: &Path = &args.log_dir;
     let store = qprof_server::LogStore::open(dir)
         .with_context(|| format!("cannot read log directory '{}'", dir.display()))?;

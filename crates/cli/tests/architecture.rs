@@ -50,6 +50,11 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "qprof-cli",
         ],
     ),
+    // the examples use the libraries as an embedding program would
+    (
+        "qprof-examples",
+        &["qprof-cli", "qprof-tpch", "qprof-server"],
+    ),
 ];
 
 fn host_triple() -> String {
@@ -156,15 +161,14 @@ fn crates_respect_the_layering() {
 }
 
 #[test]
-fn nothing_depends_on_the_binary() {
+fn nothing_depends_on_the_binary_or_the_examples() {
     let meta = metadata();
     let graph = normal_graph(&meta);
     for (name, deps) in graph.values() {
         for dep in deps {
-            assert_ne!(
-                graph[dep].0, "qprof-cli",
-                "{name} depends on the qprof binary crate"
-            );
+            for leaf in ["qprof-cli", "qprof-examples"] {
+                assert_ne!(graph[dep].0, leaf, "{name} depends on {leaf}");
+            }
         }
     }
 }
@@ -195,6 +199,8 @@ fn every_source_file_starts_with_a_doc_line() {
             }
         }
     }
+    let examples = crates.parent().unwrap().join("examples");
+    walk(&examples, &mut bad, &mut count);
     assert!(count > 10, "found only {count} source files");
     assert!(bad.is_empty(), "files without a leading //! line: {bad:?}");
 }

@@ -1,4 +1,5 @@
-//! Spark's own history server reads qprof's event logs and answers every REST endpoint as
+//! Spark's own history server reads qprof's event logs (of `qprof run`, of a failing
+//! `qprof sql`, and of a program embedding qprof) and answers every REST endpoint as
 //! `qprof serve` does: the proof that qprof's logs are Spark logs.
 //!
 //! Needs Java and the pyspark 4.3.0 that `scripts/install-test-deps.sh` installs in
@@ -114,7 +115,44 @@ fn make_logs(dir: &Path) -> PathBuf {
         .output()
         .unwrap();
     assert!(!out.status.success());
+    // and the log of a program that embeds qprof (the keep_event_log example)
+    let embedded = dir.join("embedded");
+    std::fs::create_dir_all(&embedded).unwrap();
+    let out = Command::new(example("keep_event_log"))
+        .current_dir(&embedded)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for app in std::fs::read_dir(embedded.join("qprof-events")).unwrap() {
+        let app = app.unwrap();
+        std::fs::rename(app.path(), events.join(app.file_name())).unwrap();
+    }
     events
+}
+
+/// The example binary `name`, which `cargo test` builds next to this test (or built now).
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let path = exe
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("examples")
+        .join(name);
+    if !path.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+        let status = Command::new(cargo)
+            .args(["build", "-p", "qprof-examples", "--example", name])
+            .current_dir(workspace())
+            .status()
+            .unwrap();
+        assert!(status.success(), "cannot build example {name}");
+    }
+    path
 }
 
 #[test]
@@ -165,7 +203,7 @@ fn spark_history_server_answers_like_qprof_serve_on_qprof_logs() {
             .filter(|(s, _)| *s == 200)
             .and_then(|(_, b)| serde_json::from_slice::<Value>(&b).ok())
             .map_or(0, |v| v.as_array().map_or(0, Vec::len));
-        if listed == 2 {
+        if listed == 3 {
             break;
         }
         assert!(

@@ -25,7 +25,8 @@ use crate::sampling::{
 };
 
 /// The costs of this machine's timers, measured once per process, each including the
-/// bookkeeping of a measured vector (see [`measure_bookkeeping`]).
+/// bookkeeping of a measured vector (finding the shard, recording the sample), measured on
+/// the real call path.
 pub fn timer_costs() -> TimerCosts {
     static COSTS: OnceLock<TimerCosts> = OnceLock::new();
     *COSTS.get_or_init(|| {
@@ -38,7 +39,7 @@ pub fn timer_costs() -> TimerCosts {
 /// shard, taking its sampler, recording the sample), in nanoseconds: measured on the real
 /// path, with fresh sites that are calibrating (every vector wall-timed), as the median of
 /// repeated batches. The sampler budgets it along with the clocks.
-pub fn measure_bookkeeping(clocks: TimerCosts) -> f64 {
+fn measure_bookkeeping(clocks: TimerCosts) -> f64 {
     const SITES: usize = 16;
     const CALLS: u32 = CALIBRATION_VECTORS - 1;
     let mode = TrackingMode::Adaptive {
@@ -75,6 +76,8 @@ pub struct FunctionSite {
     expression: String,
     mode: TrackingMode,
     costs: TimerCosts,
+    /// The clock that times measured vectors.
+    clock: &'static (dyn ClockSource + Sync),
     shards: Mutex<Vec<Arc<SiteShard>>>,
 }
 
@@ -131,6 +134,18 @@ impl FunctionSite {
         mode: TrackingMode,
         costs: TimerCosts,
     ) -> FunctionSite {
+        FunctionSite::with_clock(name, expression, mode, costs, &SystemClock)
+    }
+
+    /// A new call site that times vectors with `clock` (a manual clock in tests) and whose
+    /// samplers decide with `costs`.
+    pub fn with_clock(
+        name: &str,
+        expression: String,
+        mode: TrackingMode,
+        costs: TimerCosts,
+        clock: &'static (dyn ClockSource + Sync),
+    ) -> FunctionSite {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         FunctionSite {
             id: NEXT_ID.fetch_add(1, Relaxed),
@@ -138,6 +153,7 @@ impl FunctionSite {
             expression,
             mode,
             costs,
+            clock,
             shards: Mutex::new(Vec::new()),
         }
     }
@@ -224,7 +240,7 @@ impl FunctionSite {
         if shard.count_unmeasured(rows) {
             call()
         } else {
-            shard.sampled_call(rows, call)
+            shard.sampled_call(self.clock, rows, call)
         }
     }
 
@@ -289,7 +305,10 @@ impl FunctionSite {
             Some(s) => Arc::clone(s),
             None => self.new_shard(&mut shards, None, operator),
         };
-        TaskCalls { shard }
+        TaskCalls {
+            shard,
+            clock: self.clock,
+        }
     }
 }
 
@@ -298,6 +317,7 @@ impl FunctionSite {
 /// threads at once.
 pub struct TaskCalls {
     shard: Arc<SiteShard>,
+    clock: &'static (dyn ClockSource + Sync),
 }
 
 impl TaskCalls {
@@ -308,7 +328,7 @@ impl TaskCalls {
         if self.shard.count_unmeasured(rows) {
             call()
         } else {
-            self.shard.sampled_call(rows, call)
+            self.shard.sampled_call(self.clock, rows, call)
         }
     }
 }
@@ -323,7 +343,7 @@ impl fmt::Debug for TaskCalls {
 
 impl SiteShard {
     /// A vector the sampler decides about: measured as it asks, then recorded.
-    fn sampled_call<T>(&self, rows: u64, call: impl FnOnce() -> T) -> T {
+    fn sampled_call<T>(&self, clock: &dyn ClockSource, rows: u64, call: impl FnOnce() -> T) -> T {
         // only the shard's writer calls this, so the lock is uncontended; held across the
         // call, it is taken once per sampled vector
         let mut sampler = lock(&self.sampler);
@@ -333,7 +353,6 @@ impl SiteShard {
         );
         self.pending_vectors.store(0, Relaxed);
         self.pending_rows.store(0, Relaxed);
-        let clock = SystemClock;
         let (result, measurement) = match sampler.next_measure() {
             Measure::Nothing => (call(), Measurement::default()),
             Measure::Wall => {
@@ -399,5 +418,122 @@ impl FunctionSite {
     /// An id unique in the process, for diagnostics.
     pub fn id(&self) -> u64 {
         self.id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    fn clock() -> &'static ManualClock {
+        Box::leak(Box::new(ManualClock::new()))
+    }
+
+    fn costs() -> TimerCosts {
+        TimerCosts {
+            cpu_timer_nanos: 1_000.0,
+            wall_timer_nanos: 20.0,
+            cpu_bias_nanos: 0.0,
+            wall_bias_nanos: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_fully_tracked_site_times_every_vector_with_its_clock() {
+        let clock = clock();
+        let site = FunctionSite::with_clock("f", "f(a)".into(), TrackingMode::Full, costs(), clock);
+        for _ in 0..10 {
+            let out = site.call(100, || {
+                clock.advance(1_000, 1_000);
+                7
+            });
+            assert_eq!(out, 7);
+        }
+        let p = site.profile();
+        assert_eq!((p.vectors, p.rows, p.cpu_timed_vectors), (10, 1_000, 10));
+        assert_eq!((p.cpu_nanos, p.wall_nanos), (10_000, 10_000));
+        assert!(!p.cpu_extrapolated && !p.wall_extrapolated);
+        assert_eq!(p.mode, "full");
+    }
+
+    #[test]
+    fn a_cheap_function_is_sampled_and_its_time_extrapolated() {
+        let clock = clock();
+        let mode = TrackingMode::Adaptive {
+            max_overhead_pct: 1.0,
+        };
+        let site = FunctionSite::with_clock("g", "g(a)".into(), mode, costs(), clock);
+        const VECTORS: u64 = 20_000;
+        for _ in 0..VECTORS {
+            site.call(10, || clock.advance(100, 100));
+        }
+        let p = site.profile();
+        assert_eq!((p.vectors, p.rows), (VECTORS, VECTORS * 10));
+        // a 100 ns function cannot afford a 1 µs timer on every vector
+        assert!(p.cpu_timed_vectors < VECTORS / 100, "{p:?}");
+        assert!(p.cpu_extrapolated, "{p:?}");
+        let truth = (VECTORS * 100) as f64;
+        assert!(
+            (p.cpu_nanos as f64 - truth).abs() / truth < 0.05,
+            "{} vs {truth}",
+            p.cpu_nanos
+        );
+    }
+
+    #[test]
+    fn each_thread_has_a_shard_and_the_totals_add_up() {
+        let clock = clock();
+        let site = Arc::new(FunctionSite::with_clock(
+            "h",
+            "h(a)".into(),
+            TrackingMode::Full,
+            costs(),
+            clock,
+        ));
+        let threads: Vec<_> = (0..3)
+            .map(|_| {
+                let site = Arc::clone(&site);
+                std::thread::spawn(move || {
+                    for _ in 0..50 {
+                        site.call(4, || ());
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let by_operator = site.stats_by_operator();
+        assert_eq!(by_operator.len(), 3);
+        assert!(
+            by_operator
+                .iter()
+                .all(|(op, s)| op.is_none() && s.vectors == 50)
+        );
+        assert_eq!(site.profile().rows, 600);
+    }
+
+    #[test]
+    fn calls_of_one_operator_task_share_a_shard_on_any_thread() {
+        let clock = clock();
+        let site =
+            FunctionSite::with_clock("sum", "sum(a)".into(), TrackingMode::Full, costs(), clock);
+        let task = Arc::new(OperatorTaskCounters::new());
+        {
+            let _frame = attribution::enter(clock, &task);
+            let first = site.calls_of_current_task();
+            let second = site.calls_of_current_task();
+            first.call(3, || ());
+            second.call(5, || ());
+        }
+        let outside = site.calls_of_current_task();
+        outside.call(1, || ());
+        let by_operator = site.stats_by_operator();
+        assert_eq!(by_operator.len(), 2);
+        let (owner, stats) = &by_operator[0];
+        assert!(Arc::ptr_eq(owner.as_ref().unwrap(), &task));
+        assert_eq!((stats.vectors, stats.rows), (2, 8));
+        assert!(by_operator[1].0.is_none());
     }
 }

@@ -197,8 +197,13 @@ pub struct ListenerFailure {
 }
 
 /// Delivers events to listeners, in registration order, on the posting thread.
+///
+/// Deliveries are serialized: every listener sees the events in one order, whichever
+/// threads post them. A listener must therefore not post to the bus it listens to.
 #[derive(Default)]
 pub struct EventBus {
+    /// Held while an event is delivered or a late listener is caught up.
+    dispatch: Mutex<()>,
     listeners: RwLock<Vec<Arc<dyn Listener>>>,
     /// The application's start, replayed to listeners registered after it.
     started: Mutex<Option<AppInfo>>,
@@ -235,19 +240,18 @@ impl EventBus {
     /// # Errors
     /// The listener's failure on that replayed start.
     pub fn add_listener(&self, listener: Arc<dyn Listener>) -> Result<(), ListenerFailure> {
-        // the start is read and the listener added under the start's lock, so a concurrent
-        // start is delivered exactly once
-        let started = lock(&self.started);
-        let replay = started.clone().map(Event::AppStart);
+        // no event is delivered between the replayed start and the listener joining
+        let _dispatch = lock(&self.dispatch);
+        let replay = lock(&self.started).clone().map(Event::AppStart);
+        let caught_up = match replay {
+            Some(event) => deliver(listener.as_ref(), &event),
+            None => Ok(()),
+        };
         self.listeners
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .push(Arc::clone(&listener));
-        drop(started);
-        match replay {
-            Some(event) => deliver(listener.as_ref(), &event),
-            None => Ok(()),
-        }
+            .push(listener);
+        caught_up
     }
 
     /// Whether the application started.
@@ -264,6 +268,7 @@ impl EventBus {
     /// [`EventBus::take_failures`]). A second application start or end is ignored, and so
     /// is everything after the end.
     pub fn post(&self, event: &Event) {
+        let _dispatch = lock(&self.dispatch);
         {
             let mut ended = lock(&self.ended);
             if *ended {
@@ -437,6 +442,51 @@ mod tests {
         let err = bus.add_listener(failing).unwrap_err();
         assert_eq!(err.to_string(), "recorder failed on AppStart: disk full");
         assert!(bus.started());
+    }
+
+    #[derive(Debug, Default)]
+    struct Ids(Mutex<Vec<usize>>);
+
+    impl Listener for Ids {
+        fn on_event(&self, event: &Event) -> Result<(), ListenerError> {
+            let id = match event {
+                Event::AppStart(_) => 0,
+                Event::QueryStart(q) => q.id,
+                _ => usize::MAX,
+            };
+            lock(&self.0).push(id);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn listeners_agree_on_the_order_of_events_posted_from_many_threads() {
+        let bus = Arc::new(EventBus::new());
+        bus.post(&start());
+        let first = Arc::new(Ids::default());
+        bus.add_listener(first.clone()).unwrap();
+        let late = Arc::new(Ids::default());
+        let posters: Vec<_> = (0..4)
+            .map(|t| {
+                let bus = Arc::clone(&bus);
+                std::thread::spawn(move || {
+                    for i in 1..=200 {
+                        bus.post(&query_start(t * 1000 + i));
+                    }
+                })
+            })
+            .collect();
+        bus.add_listener(late.clone()).unwrap();
+        for p in posters {
+            p.join().unwrap();
+        }
+        let first = lock(&first.0);
+        let late = lock(&late.0);
+        assert_eq!(first.len(), 801);
+        // the late listener got the start first, then exactly the suffix the first one saw
+        assert_eq!(late[0], 0);
+        let joined = first.len() - (late.len() - 1);
+        assert_eq!(&first[joined..], &late[1..]);
     }
 
     #[test]

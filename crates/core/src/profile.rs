@@ -380,8 +380,9 @@ fn truncate(s: &str, max_chars: usize) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
+/// Hand-built profiles for tests (here and in the crates that render profiles).
+#[cfg(any(test, feature = "test-util"))]
+pub mod fixtures {
     use super::*;
     use crate::metric::TaskRef;
 
@@ -433,7 +434,9 @@ mod tests {
         }
     }
 
-    fn sample() -> QueryProfile {
+    /// A three-operator profile (aggregate over filter over scan, two tasks, one function
+    /// call site) for tests of renderings and wire formats.
+    pub fn sample() -> QueryProfile {
         let scan = node(
             2,
             "DataSourceExec",
@@ -492,6 +495,12 @@ mod tests {
             }],
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::sample;
+    use super::*;
 
     #[test]
     fn text_tree_snapshot() {

@@ -40,19 +40,19 @@ use qprof_core::call_site::{FunctionSite, TaskCalls};
 
 /// An aggregate function wrapped to measure one call site. Compares and hashes as the
 /// function it wraps; every other method delegates to it, and its accumulators are timed.
-pub struct TimedUdaf {
+pub(crate) struct TimedUdaf {
     inner: Arc<dyn AggregateUDFImpl>,
     site: Arc<FunctionSite>,
 }
 
 impl TimedUdaf {
     /// Wraps `inner` for the call site `site`.
-    pub fn new(inner: Arc<dyn AggregateUDFImpl>, site: Arc<FunctionSite>) -> TimedUdaf {
+    pub(crate) fn new(inner: Arc<dyn AggregateUDFImpl>, site: Arc<FunctionSite>) -> TimedUdaf {
         TimedUdaf { inner, site }
     }
 
     /// `call` with its function wrapped for `site`.
-    pub fn wrap_call(call: AggregateFunction, site: Arc<FunctionSite>) -> Expr {
+    pub(crate) fn wrap_call(call: AggregateFunction, site: Arc<FunctionSite>) -> Expr {
         let wrapped = TimedUdaf::new(Arc::clone(call.func.inner()), site);
         Expr::AggregateFunction(AggregateFunction {
             func: Arc::new(AggregateUDF::new_from_impl(wrapped)),
@@ -61,7 +61,7 @@ impl TimedUdaf {
     }
 
     /// Whether calls of `udaf` can be wrapped (they are not already).
-    pub fn can_wrap(udaf: &AggregateUDF) -> bool {
+    pub(crate) fn can_wrap(udaf: &AggregateUDF) -> bool {
         !udaf.inner().is::<TimedUdaf>()
     }
 

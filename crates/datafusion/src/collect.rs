@@ -21,7 +21,7 @@ use qprof_core::call_site::FunctionSite;
 /// Hands out stage and task ids that are unique within one run (one application), as
 /// Spark's are: every query's stages and tasks get ids no earlier query used.
 #[derive(Debug, Default)]
-pub struct RunIds {
+pub(crate) struct RunIds {
     stages: AtomicU32,
     tasks: AtomicU64,
 }
@@ -39,7 +39,7 @@ impl RunIds {
 
 /// What is known about a query apart from its plan.
 #[derive(Debug, Clone)]
-pub struct QueryInfo {
+pub(crate) struct QueryInfo {
     /// Query id within the run.
     pub id: usize,
     /// SQL text.
@@ -99,7 +99,7 @@ impl TaskMap {
 ///
 /// Operators that are not wrapped (none, unless something rewrote the plan after the rule)
 /// appear with their name and DataFusion's metrics only.
-pub fn collect_profile(
+pub(crate) fn collect_profile(
     plan: &Arc<dyn ExecutionPlan>,
     info: QueryInfo,
     ids: &RunIds,

@@ -6,7 +6,7 @@ use qprof_core::metric::MetricKind;
 
 /// Which number of a DataFusion metric a definition reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReadAs {
+pub(crate) enum ReadAs {
     /// The metric's value (counts, gauges, bytes, nanoseconds).
     Value,
     /// A ratio as a percentage with one decimal, stored as Spark `average` values (× 10).
@@ -21,7 +21,7 @@ pub enum ReadAs {
 
 /// How one DataFusion metric appears in qprof.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NativeMetricDef {
+pub(crate) struct NativeMetricDef {
     /// DataFusion's metric name, e.g. `build_time`.
     pub native: &'static str,
     /// Which number of the metric to read.
@@ -36,7 +36,7 @@ pub struct NativeMetricDef {
 
 /// The metric definitions of one operator type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OperatorDef {
+pub(crate) struct OperatorDef {
     /// DataFusion operator name as `ExecutionPlan::name` returns it.
     pub operator: &'static str,
     /// Short label used in display names: "time of {label}".
@@ -66,7 +66,7 @@ use ReadAs::{Matched, Pruned, RatioPercent, RatioTotal, Value};
 
 /// DataFusion metrics shared by many operators.
 #[rustfmt::skip]
-pub const COMMON: &[NativeMetricDef] = &[
+pub(crate) const COMMON: &[NativeMetricDef] = &[
     def("elapsed_compute", Value, "elapsedComputeNanos", "elapsed compute of {op}", NsTiming),
     def("spill_count", Value, "spilledFiles", "total spilled files", Sum),
     def("spilled_bytes", Value, "spilledBytes", "bytes written for spilling", Size),
@@ -76,7 +76,7 @@ pub const COMMON: &[NativeMetricDef] = &[
 ];
 
 /// DataFusion metrics that duplicate qprof's base metrics and are therefore not repeated.
-pub const SUPERSEDED: &[&str] = &[
+pub(crate) const SUPERSEDED: &[&str] = &[
     "output_rows",
     "output_batches",
     "output_bytes",
@@ -137,7 +137,7 @@ const SCAN: &[NativeMetricDef] = &[
 
 /// The table: one entry per operator type qprof knows by name.
 #[rustfmt::skip]
-pub const OPERATORS: &[OperatorDef] = &[
+pub(crate) const OPERATORS: &[OperatorDef] = &[
     OperatorDef {
         operator: "FilterExec",
         label: "filter",
@@ -298,13 +298,13 @@ pub const OPERATORS: &[OperatorDef] = &[
 
 /// The definitions of operator type `operator` (as `ExecutionPlan::name` returns it), if
 /// qprof has a table for it.
-pub fn operator_def(operator: &str) -> Option<&'static OperatorDef> {
+pub(crate) fn operator_def(operator: &str) -> Option<&'static OperatorDef> {
     OPERATORS.iter().find(|d| d.operator == operator)
 }
 
 /// The label of an operator in display names: from its table, or derived from its type
 /// name (`StreamingTableExec` → `streaming table`).
-pub fn operator_label(operator: &str) -> String {
+pub(crate) fn operator_label(operator: &str) -> String {
     if let Some(d) = operator_def(operator) {
         return d.label.to_string();
     }
@@ -321,7 +321,7 @@ pub fn operator_label(operator: &str) -> String {
 
 /// The definitions that apply to DataFusion metric `native` of `operator`: the operator's
 /// table first, then the common table. Empty if neither knows the metric.
-pub fn native_defs(operator: &str, native: &str) -> Vec<&'static NativeMetricDef> {
+pub(crate) fn native_defs(operator: &str, native: &str) -> Vec<&'static NativeMetricDef> {
     let specific: Vec<_> = operator_def(operator)
         .map(|d| d.native.iter().filter(|m| m.native == native).collect())
         .unwrap_or_default();
@@ -333,7 +333,7 @@ pub fn native_defs(operator: &str, native: &str) -> Vec<&'static NativeMetricDef
 
 /// qprof's name for a DataFusion metric no table knows: camelCase, with a unit suffix
 /// (`expr_0_eval_time` → `expr0EvalTimeNanos`).
-pub fn fallback_name(native: &str, kind: MetricKind) -> String {
+pub(crate) fn fallback_name(native: &str, kind: MetricKind) -> String {
     let mut name = String::new();
     let mut upper = false;
     for ch in native.chars() {
@@ -356,7 +356,7 @@ pub fn fallback_name(native: &str, kind: MetricKind) -> String {
 }
 
 /// Display names of the base metrics every operator has, for operator label `op`.
-pub fn base_display_name(metric: &str, op: &str) -> String {
+pub(crate) fn base_display_name(metric: &str, op: &str) -> String {
     use qprof_core::profile::names;
     match metric {
         names::WALL_NANOS => format!("time of {op}"),

@@ -3,7 +3,7 @@
 //! of its [`EventBus`].
 //!
 //! ```no_run
-//! # async fn example() -> datafusion::error::Result<()> {
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 //! use datafusion::execution::SessionStateBuilder;
 //! use datafusion::prelude::SessionContext;
 //! use qprof_datafusion::Profiler;
@@ -13,10 +13,7 @@
 //!     .instrument(SessionStateBuilder::new().with_default_features())
 //!     .build();
 //! let ctx = SessionContext::new_with_state(state);
-//! let run = profiler
-//!     .run(ctx.sql("SELECT 1 + 1").await?, "add")
-//!     .await
-//!     .map_err(|f| f.error)?;
+//! let run = profiler.run(ctx.sql("SELECT 1 + 1").await?, "add").await?;
 //! println!("{}", run.profile.render_text(3));
 //! # Ok(())
 //! # }
@@ -82,8 +79,9 @@ pub struct ProfiledQuery {
     pub profile: QueryProfile,
 }
 
-/// A query that failed, with what is known about it.
-#[derive(Debug)]
+/// A query that failed, with what is known about it. Shown as its error.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
 pub struct QueryFailure {
     /// Why it failed.
     pub error: ProfileError,

@@ -43,19 +43,19 @@ const NEVER_WRAPPED: [&str; 5] = [
 
 /// A scalar function wrapped to measure one call site. Compares and hashes as the function
 /// it wraps; every other method delegates to it.
-pub struct TimedUdf {
+pub(crate) struct TimedUdf {
     inner: Arc<dyn ScalarUDFImpl>,
     site: Arc<FunctionSite>,
 }
 
 impl TimedUdf {
     /// Wraps `inner` for the call site `site`.
-    pub fn new(inner: Arc<dyn ScalarUDFImpl>, site: Arc<FunctionSite>) -> TimedUdf {
+    pub(crate) fn new(inner: Arc<dyn ScalarUDFImpl>, site: Arc<FunctionSite>) -> TimedUdf {
         TimedUdf { inner, site }
     }
 
     /// `call` with its function wrapped for `site`.
-    pub fn wrap_call(call: ScalarFunction, site: Arc<FunctionSite>) -> Expr {
+    pub(crate) fn wrap_call(call: ScalarFunction, site: Arc<FunctionSite>) -> Expr {
         let wrapped = TimedUdf::new(Arc::clone(call.func.inner()), site);
         Expr::ScalarFunction(ScalarFunction {
             func: Arc::new(ScalarUDF::new_from_impl(wrapped)),
@@ -64,7 +64,7 @@ impl TimedUdf {
     }
 
     /// Whether calls of `udf` can be wrapped without changing how DataFusion plans them.
-    pub fn can_wrap(udf: &ScalarUDF) -> bool {
+    pub(crate) fn can_wrap(udf: &ScalarUDF) -> bool {
         !NEVER_WRAPPED.contains(&udf.name())
             && udf.as_async().is_none()
             && !udf.inner().is::<TimedUdf>()

@@ -71,7 +71,7 @@ impl Future for AttributedFuture {
 /// Installs qprof's spawn tracer once per process. Returns `false` if another tracer was
 /// installed first; spawned work is then attributed to no operator (it still is not
 /// counted twice).
-pub fn install_spawn_attribution() -> bool {
+pub(crate) fn install_spawn_attribution() -> bool {
     static INSTALLED: OnceLock<bool> = OnceLock::new();
     *INSTALLED.get_or_init(|| set_join_set_tracer(&TRACER).is_ok())
 }

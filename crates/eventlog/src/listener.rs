@@ -30,7 +30,7 @@ pub struct EventLogListener {
 #[derive(Debug)]
 enum LogState {
     NotStarted,
-    Open(AppLog),
+    Open(Box<AppLog>),
     Finished(PathBuf),
     /// Creating or finishing the log failed; nothing more is written.
     Broken,
@@ -107,7 +107,7 @@ impl Listener for EventLogListener {
                 }
                 match AppLog::create(&self.config, &AppStart::from(app)) {
                     Ok(log) => {
-                        *state = LogState::Open(log);
+                        *state = LogState::Open(Box::new(log));
                         Ok(())
                     }
                     Err(e) => {

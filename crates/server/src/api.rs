@@ -37,6 +37,9 @@ pub enum ApiError {
     /// The log could not be read (500).
     #[error("{0}")]
     Log(#[from] EventLogError),
+    /// The server failed (500): a handler panicked, or an answer could not be built.
+    #[error("{0}")]
+    Internal(String),
 }
 
 impl From<RestError> for ApiError {
@@ -359,7 +362,7 @@ fn logs_zip(app: &ListedApp) -> Result<Answer, ApiError> {
     let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     let options = zip::write::SimpleFileOptions::default();
     let rolling = app.source.path.is_dir();
-    let zip_err = |e: zip::result::ZipError| ApiError::BadRequest(format!("cannot build zip: {e}"));
+    let zip_err = |e: zip::result::ZipError| ApiError::Internal(format!("cannot build zip: {e}"));
     if rolling {
         zip.add_directory(format!("{}/", app.source.name), options)
             .map_err(zip_err)?;

@@ -49,7 +49,7 @@ fn error_response(e: &ApiError) -> Response {
     let status = match e {
         ApiError::NotFound(_) => StatusCode::NOT_FOUND,
         ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-        ApiError::Log(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        ApiError::Log(_) | ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     };
     (status, axum::Json(json!({ "message": e.to_string() }))).into_response()
 }
@@ -76,7 +76,7 @@ fn respond(result: Result<Answer, ApiError>) -> Response {
 async fn blocking(f: impl FnOnce() -> Result<Answer, ApiError> + Send + 'static) -> Response {
     match tokio::task::spawn_blocking(f).await {
         Ok(result) => respond(result),
-        Err(e) => error_response(&ApiError::BadRequest(format!("request failed: {e}"))),
+        Err(e) => error_response(&ApiError::Internal(format!("request failed: {e}"))),
     }
 }
 
@@ -111,4 +111,23 @@ async fn qprof_v1(State(store): State<Shared>, Path(path): Path<String>) -> Resp
         api::qprof_v1(&store, &refs)
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_500_with_a_json_message() {
+        let response = blocking(|| panic!("a bug")).await;
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert!(
+            json["message"].as_str().unwrap().contains("request failed"),
+            "{json}"
+        );
+    }
 }
