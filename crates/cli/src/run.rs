@@ -100,22 +100,22 @@ pub(crate) async fn run_tpch(args: RunArgs) -> Result<()> {
         .context("cannot register TPC-H tables")?;
     let queries = QueryList::or_all(args.queries.as_ref());
     let log = keep_event_log(&args.exec.log, &session)?;
-    let mut profiles = Vec::with_capacity(queries.len());
-    for q in queries {
-        let sql = qprof_tpch::query(q).with_context(|| format!("no TPC-H query {q}"))?;
-        let outcome = session.run_described(q, &format!("q{q}"), sql).await;
-        check_listeners(&session)?;
-        let run = match outcome {
-            Ok(run) => run,
-            Err(failure) => {
-                end_application(&session, 1)?;
-                return Err(failure.error).with_context(|| format!("TPC-H query {q} failed"));
-            }
-        };
-        print_profile(&run.profile, args.exec.top)?;
-        profiles.push(run.profile);
+    let outcome = async {
+        let mut profiles = Vec::with_capacity(queries.len());
+        for q in queries {
+            let sql = qprof_tpch::query(q).with_context(|| format!("no TPC-H query {q}"))?;
+            let outcome = session.run_described(q, &format!("q{q}"), sql).await;
+            check_listeners(&session)?;
+            let run = outcome
+                .map_err(|failure| failure.error)
+                .with_context(|| format!("TPC-H query {q} failed"))?;
+            print_profile(&run.profile, args.exec.top)?;
+            profiles.push(run.profile);
+        }
+        summarize(&profiles, &args.exec)
     }
-    finish(&profiles, &args.exec, &session, log.as_deref())
+    .await;
+    end_run(&session, log.as_deref(), outcome)
 }
 
 pub(crate) async fn run_sql(args: SqlArgs) -> Result<()> {
@@ -146,22 +146,20 @@ pub(crate) async fn run_sql(args: SqlArgs) -> Result<()> {
         registered.with_context(|| format!("cannot register table '{}'", table.name))?;
     }
     let log = keep_event_log(&args.exec.log, &session)?;
-    let outcome = session
-        .run_described(1, &describe_sql(&args.sql), &args.sql)
-        .await;
-    check_listeners(&session)?;
-    let run = match outcome {
-        Ok(run) => run,
-        Err(failure) => {
-            end_application(&session, 1)?;
-            return Err(failure.error.into());
-        }
-    };
-    let pretty = datafusion::arrow::util::pretty::pretty_format_batches(&run.batches)
-        .context("cannot format the result")?;
-    println!("{pretty}");
-    print_profile(&run.profile, args.exec.top)?;
-    finish(&[run.profile], &args.exec, &session, log.as_deref())
+    let outcome = async {
+        let outcome = session
+            .run_described(1, &describe_sql(&args.sql), &args.sql)
+            .await;
+        check_listeners(&session)?;
+        let run = outcome.map_err(|failure| failure.error)?;
+        let pretty = datafusion::arrow::util::pretty::pretty_format_batches(&run.batches)
+            .context("cannot format the result")?;
+        println!("{pretty}");
+        print_profile(&run.profile, args.exec.top)?;
+        summarize(&[run.profile], &args.exec)
+    }
+    .await;
+    end_run(&session, log.as_deref(), outcome)
 }
 
 fn print_profile(profile: &QueryProfile, top: usize) -> Result<()> {
@@ -211,21 +209,27 @@ fn check_listeners(session: &ProfilingSession) -> Result<()> {
     }
 }
 
-/// Ends the application with `exit_code`.
-fn end_application(session: &ProfilingSession, exit_code: i32) -> Result<()> {
-    session
-        .profiler()
-        .finish(exit_code)
-        .map_err(|f| anyhow::anyhow!("{}", f.message))
-        .context("cannot finish the event log")
-}
-
-fn finish(
-    profiles: &[QueryProfile],
-    exec: &ExecOptions,
+/// Ends the application, successful if `outcome` is; says where its log is.
+fn end_run(
     session: &ProfilingSession,
     log: Option<&EventLogListener>,
+    outcome: Result<()>,
 ) -> Result<()> {
+    let ended = session
+        .profiler()
+        .finish(i32::from(outcome.is_err()))
+        .map_err(|f| anyhow::anyhow!("{}", f.message))
+        .context("cannot finish the event log");
+    outcome?;
+    ended?;
+    if let Some(dir) = log.and_then(EventLogListener::log_dir) {
+        println!("event log written to {}", dir.display());
+    }
+    Ok(())
+}
+
+/// Prints the run's totals and writes `--profile-out`.
+fn summarize(profiles: &[QueryProfile], exec: &ExecOptions) -> Result<()> {
     let total: u64 = profiles.iter().map(|p| p.duration_nanos).sum();
     println!(
         "{} queries, {} rows, {} in total",
@@ -234,15 +238,8 @@ fn finish(
         format::human_nanos(total)
     );
     if let Some(path) = &exec.profile_out {
-        if let Err(e) = write_profiles(profiles, path) {
-            end_application(session, 1)?;
-            return Err(e);
-        }
+        write_profiles(profiles, path)?;
         println!("profiles written to {}", path.display());
-    }
-    end_application(session, 0)?;
-    if let Some(dir) = log.and_then(EventLogListener::log_dir) {
-        println!("event log written to {}", dir.display());
     }
     Ok(())
 }

@@ -199,7 +199,9 @@ pub struct ListenerFailure {
 /// Delivers events to listeners, in registration order, on the posting thread.
 ///
 /// Deliveries are serialized: every listener sees the events in one order, whichever
-/// threads post them. A listener must therefore not post to the bus it listens to.
+/// threads post them. A listener must therefore not post to the bus it listens to, add
+/// listeners to it, or drop what owns it, from `on_event`: the bus's lock is not
+/// re-entrant.
 #[derive(Default)]
 pub struct EventBus {
     /// Held while an event is delivered or a late listener is caught up.
@@ -238,10 +240,19 @@ impl EventBus {
     /// its [`Event::AppStart`] now.
     ///
     /// # Errors
-    /// The listener's failure on that replayed start.
+    /// The listener's failure on that replayed start (it is registered all the same, and
+    /// decides itself what later events mean to it); or, without registering it, that the
+    /// application already ended.
     pub fn add_listener(&self, listener: Arc<dyn Listener>) -> Result<(), ListenerFailure> {
         // no event is delivered between the replayed start and the listener joining
         let _dispatch = lock(&self.dispatch);
+        if *lock(&self.ended) {
+            return Err(ListenerFailure {
+                listener: listener.name().to_string(),
+                event: "AppEnd",
+                message: "the application already ended".to_string(),
+            });
+        }
         let replay = lock(&self.started).clone().map(Event::AppStart);
         let caught_up = match replay {
             Some(event) => deliver(listener.as_ref(), &event),
@@ -487,6 +498,20 @@ mod tests {
         assert_eq!(late[0], 0);
         let joined = first.len() - (late.len() - 1);
         assert_eq!(&first[joined..], &late[1..]);
+    }
+
+    #[test]
+    fn no_listener_joins_after_the_end() {
+        let bus = EventBus::new();
+        bus.post(&start());
+        bus.post(&Event::AppEnd(AppEnd::new(3, 0)));
+        let late = Arc::new(Recorder::default());
+        let err = bus.add_listener(late.clone()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "recorder failed on AppEnd: the application already ended"
+        );
+        assert!(lock(&late.seen).is_empty());
     }
 
     #[test]

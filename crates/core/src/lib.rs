@@ -1,5 +1,6 @@
-//! The engine-free core of qprof: metric kinds with Spark's semantics, clocks and timers,
-//! live counters, time attribution across nested operators, and query profiles.
+//! The engine-free core of qprof: metric kinds with Spark's semantics, clocks, live
+//! counters, time attribution across nested operators, function call-site sampling, query
+//! profiles, and the event bus that carries them to their outputs.
 //!
 //! Nothing here knows about DataFusion, Arrow or an async runtime; engine integrations
 //! feed these types.

@@ -32,6 +32,7 @@ use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::{
     RecordBatchStream, SendableRecordBatchStream, SessionStateBuilder, TaskContext,
 };
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::{ExecutionPlan, collect, execute_stream};
 use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
 use futures::Stream;
@@ -55,6 +56,9 @@ pub enum ProfileError {
     /// Planning or execution failed in DataFusion.
     #[error("{}", one_line(.0))]
     DataFusion(#[from] DataFusionError),
+    /// A stream's batch failed; the error itself went to the stream's reader.
+    #[error("{0}")]
+    Stream(String),
 }
 
 /// DataFusion errors sometimes span lines (e.g. with backtraces or contexts); qprof
@@ -118,8 +122,13 @@ pub fn describe_sql(sql: &str) -> String {
 ///
 /// Clones share everything. Stage and task ids are unique across all queries of a
 /// profiler, as in one Spark application. The application starts when the first session
-/// builder is instrumented (or at [`Profiler::start`]) and ends at [`Profiler::finish`], or
-/// when the last clone is dropped.
+/// builder is instrumented (or at [`Profiler::start`], or at the first query) and ends at
+/// [`Profiler::finish`]. Like a Spark context stopped by its shutdown hook, a profiler
+/// whose last clone (a [`QueryStream`] holds one) is dropped without `finish` ends the
+/// application with exit code 0, or 1 while the thread panics.
+///
+/// Queries are profiled when their session was instrumented by a profiler; run through a
+/// profiler on another session, they report their rows and time but no operators.
 #[derive(Clone, Debug)]
 pub struct Profiler {
     shared: Arc<Shared>,
@@ -152,17 +161,19 @@ impl Default for Profiler {
 /// The application's name unless told otherwise: the program's file name and its
 /// arguments.
 fn default_app_name() -> String {
-    let mut args = std::env::args();
+    let mut args = std::env::args_os();
     let program = args
         .next()
         .map(|p| {
             std::path::Path::new(&p)
                 .file_name()
-                .map_or(p.clone(), |n| n.to_string_lossy().into_owned())
+                .unwrap_or(&p)
+                .to_string_lossy()
+                .into_owned()
         })
         .unwrap_or_else(|| "qprof".to_string());
     std::iter::once(program)
-        .chain(args)
+        .chain(args.map(|a| a.to_string_lossy().into_owned()))
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -219,11 +230,20 @@ impl Profiler {
     ///
     /// Instrumenting an instrumented builder changes nothing.
     pub fn instrument(&self, mut builder: SessionStateBuilder) -> SessionStateBuilder {
+        let is_ours =
+            |r: &Arc<dyn PhysicalOptimizerRule + Send + Sync>| r.name() == ProfilingRule::NAME;
         let instrumented = builder
             .physical_optimizer_rules()
             .as_ref()
-            .is_some_and(|rules| rules.iter().any(|r| r.name() == ProfilingRule::NAME));
+            .is_some_and(|rules| rules.iter().any(is_ours))
+            || builder
+                .physical_optimizers()
+                .as_ref()
+                .is_some_and(|optimizer| optimizer.rules.iter().any(is_ours));
         if instrumented {
+            if !self.shared.bus.started() {
+                self.start(app_info(builder.config().as_ref()));
+            }
             return builder;
         }
         let config = builder.config().take().unwrap_or_default();
@@ -246,7 +266,7 @@ impl Profiler {
         };
         let planner = builder.query_planner().take();
         if !self.shared.bus.started() {
-            self.start(app_info(&config));
+            self.start(app_info(Some(&config)));
         }
         builder
             .with_config(config)
@@ -263,7 +283,8 @@ impl Profiler {
     /// Ends the application with `exit_code` (0: success). Nothing is posted after it.
     ///
     /// # Errors
-    /// The first listener failure not yet taken, this end's included.
+    /// The first listener failure not yet taken (this end's included); the others are
+    /// dropped.
     pub fn finish(&self, exit_code: i32) -> Result<(), ListenerFailure> {
         self.shared
             .bus
@@ -293,7 +314,8 @@ impl Profiler {
         self.run_sql_as(ctx, id, &describe_sql(sql), sql).await
     }
 
-    /// Plans and runs `sql` in `ctx` as query `id`, described as `description`.
+    /// Plans and runs `sql` in `ctx` as query `id`, described as `description`. The id is
+    /// the caller's: the profiler does not check it against the ids it hands out.
     ///
     /// # Errors
     /// As [`Profiler::run_sql`].
@@ -356,11 +378,16 @@ impl Profiler {
                 profiler: self.clone(),
                 profile: None,
             }),
-            Err((error, plan)) => Err(self.end(started, plan.as_ref(), 0, Some(error)).failure()),
+            Err((error, plan)) => Err(self
+                .end(started, plan.as_ref(), 0, Some(error.into()))
+                .failure()),
         }
     }
 
     fn begin(&self, id: usize, description: &str, text: &str) -> Started {
+        if !self.shared.bus.started() {
+            self.start(app_info(None));
+        }
         let started = Started {
             id,
             description: description.to_string(),
@@ -384,7 +411,7 @@ impl Profiler {
     ) -> Result<ProfiledQuery, QueryFailure> {
         let (plan, task_ctx) = match planned {
             Ok(p) => p,
-            Err(e) => return Err(self.end(started, None, 0, Some(e)).failure()),
+            Err(e) => return Err(self.end(started, None, 0, Some(e.into())).failure()),
         };
         let outcome = collect(Arc::clone(&plan), task_ctx).await;
         let rows = outcome.as_ref().map_or(0, |batches| {
@@ -402,7 +429,9 @@ impl Profiler {
                     None => Err(ended.failure()),
                 }
             }
-            Err(e) => Err(self.end(started, Some(&plan), rows, Some(e)).failure()),
+            Err(e) => Err(self
+                .end(started, Some(&plan), rows, Some(e.into()))
+                .failure()),
         }
     }
 
@@ -412,7 +441,7 @@ impl Profiler {
         started: Started,
         plan: Option<&Arc<dyn ExecutionPlan>>,
         rows: u64,
-        error: Option<DataFusionError>,
+        error: Option<ProfileError>,
     ) -> Ended {
         let duration = started.clock.elapsed();
         let profile = plan.map(|plan| {
@@ -436,7 +465,6 @@ impl Profiler {
             }
             profile
         });
-        let error = error.map(ProfileError::from);
         let event = Event::QueryEnd(Box::new(QueryEnd {
             id: started.id,
             description: started.description,
@@ -503,9 +531,12 @@ struct Started {
     start_epoch_millis: u64,
 }
 
-/// The application a session with `config` is: the process's name and arguments, the
-/// configuration as its properties, a core per target partition.
-fn app_info(config: &SessionConfig) -> AppInfo {
+/// The application a session with `config` (DataFusion's defaults if `None`) is: the
+/// process's name and arguments, the configuration as its properties, a core per target
+/// partition.
+fn app_info(config: Option<&SessionConfig>) -> AppInfo {
+    let default = SessionConfig::new();
+    let config = config.unwrap_or(&default);
     let mut app = AppInfo::new(
         default_app_name(),
         format!("DataFusion {}", datafusion::DATAFUSION_VERSION),
@@ -551,7 +582,7 @@ impl QueryStream {
         self.profile.as_ref()
     }
 
-    fn finish(&mut self, error: Option<DataFusionError>) {
+    fn finish(&mut self, error: Option<ProfileError>) {
         if let Some(started) = self.started.take() {
             self.profile = self
                 .profiler
@@ -572,10 +603,7 @@ impl Stream for QueryStream {
         let next = this.inner.as_mut().poll_next(cx);
         match &next {
             Poll::Ready(Some(Ok(batch))) => this.rows += batch.num_rows() as u64,
-            Poll::Ready(Some(Err(e))) => {
-                let copy = DataFusionError::Execution(e.to_string());
-                this.finish(Some(copy));
-            }
+            Poll::Ready(Some(Err(e))) => this.finish(Some(ProfileError::Stream(one_line(e)))),
             Poll::Ready(None) => this.finish(None),
             Poll::Pending => {}
         }
@@ -591,7 +619,7 @@ impl RecordBatchStream for QueryStream {
 
 impl Drop for QueryStream {
     fn drop(&mut self) {
-        self.finish(Some(DataFusionError::Execution(
+        self.finish(Some(ProfileError::Stream(
             "cancelled: the stream was dropped before its end".to_string(),
         )));
     }

@@ -407,6 +407,16 @@ async fn instrumenting_twice_changes_nothing_and_sql_errors_reach_listeners() {
         .filter(|r| r.name() == "qprof_profiling")
         .count();
     assert_eq!(rules, 1);
+    // nor does instrumenting a builder made from an instrumented state
+    let again = profiler
+        .instrument(SessionStateBuilder::new_from_existing(state.clone()))
+        .build();
+    let rules = again
+        .physical_optimizers()
+        .iter()
+        .filter(|r| r.name() == "qprof_profiling")
+        .count();
+    assert_eq!(rules, 1);
     // a listener registered after the start still gets it first
     profiler.add_listener(recorder.clone()).unwrap();
     let ctx = SessionContext::new_with_state(state);

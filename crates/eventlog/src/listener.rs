@@ -32,7 +32,8 @@ enum LogState {
     NotStarted,
     Open(Box<AppLog>),
     Finished(PathBuf),
-    /// Creating or finishing the log failed; nothing more is written.
+    /// Creating, writing or finishing the log failed; nothing more is written (the log
+    /// stays in progress, as a killed process's does).
     Broken,
 }
 
@@ -117,7 +118,14 @@ impl Listener for EventLogListener {
                 }
             }
             Event::QueryEnd(end) => match &mut *state {
-                LogState::Open(log) => Ok(log.log_query(&QueryRecord::from(end.as_ref()))?),
+                LogState::Open(log) => {
+                    let written = log.log_query(&QueryRecord::from(end.as_ref()));
+                    if written.is_err() {
+                        // a partial line may be in the file: nothing may follow it
+                        *state = LogState::Broken;
+                    }
+                    Ok(written?)
+                }
                 _ => Ok(()),
             },
             Event::AppEnd(end) => {

@@ -1309,12 +1309,13 @@ pub fn qprof_profile(state: &AppState, id: i64) -> RestResult {
         .executions
         .get(&id)
         .ok_or_else(|| RestError::NotFound(format!("unknown query execution id: {id}")))?;
-    exec.qprof_profile
-        .as_ref()
-        .map(|p| json!({ "query": p }))
-        .ok_or_else(|| {
-            RestError::NotFound(format!(
-                "query execution {id} has no qprof profile (the log was not written by qprof)"
-            ))
-        })
+    match &exec.qprof_profile {
+        Some(Ok(profile)) => Ok(json!({ "query": profile })),
+        Some(Err(why)) => Err(RestError::NotFound(format!(
+            "query execution {id} has a qprof profile this server cannot read: {why}"
+        ))),
+        None => Err(RestError::NotFound(format!(
+            "query execution {id} has no qprof profile (the log was not written by qprof)"
+        ))),
+    }
 }

@@ -370,8 +370,9 @@ pub struct Execution {
     pub task_values: HashMap<i64, Vec<(u64, TaskValue)>>,
     /// Driver values per accumulator (the last one wins).
     pub driver_values: HashMap<i64, i64>,
-    /// qprof's profile of the query, when the log carries one.
-    pub qprof_profile: Option<Box<QueryJson>>,
+    /// qprof's profile of the query, when the log carries one: the profile, or why it
+    /// could not be read (e.g. written by a newer qprof).
+    pub qprof_profile: Option<Result<Box<QueryJson>, String>>,
 }
 
 impl Execution {
@@ -1052,15 +1053,8 @@ impl AppState {
     fn qprof_profile(&mut self, e: &Value) -> Applied {
         let id = req_i64(e, "executionId")?;
         let exec = self.executions.get_mut(&id).ok_or(Missing)?;
-        let version = e
-            .get("formatVersion")
-            .and_then(Value::as_u64)
-            .map_or(Ok(1), u32::try_from)
-            .map_err(|_| Missing)?;
-        crate::profile_json::check_version(version).map_err(|_| Missing)?;
-        let profile =
-            QueryJson::deserialize(e.get("profile").ok_or(Missing)?).map_err(|_| Missing)?;
-        exec.qprof_profile = Some(Box::new(profile));
+        let profile = e.get("profile").ok_or(Missing)?;
+        exec.qprof_profile = Some(read_profile(e.get("formatVersion"), profile));
         Ok(())
     }
 
@@ -1099,4 +1093,20 @@ fn declare_metrics(plan: &Value, into: &mut HashMap<i64, String>) {
     {
         declare_metrics(child, into);
     }
+}
+
+/// The profile of a qprof extension event, or why it cannot be read. Logs written before
+/// the format had a version are version 1.
+fn read_profile(version: Option<&Value>, profile: &Value) -> Result<Box<QueryJson>, String> {
+    let version = match version {
+        None => 1,
+        Some(v) => v
+            .as_u64()
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or_else(|| format!("profile format version {v} is not a version number"))?,
+    };
+    crate::profile_json::check_version(version).map_err(|e| e.to_string())?;
+    QueryJson::deserialize(profile)
+        .map(Box::new)
+        .map_err(|e| format!("malformed profile: {e}"))
 }

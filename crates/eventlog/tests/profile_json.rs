@@ -3,7 +3,7 @@
 use qprof_core::profile::fixtures::sample;
 use qprof_core::profile::names;
 use qprof_eventlog::profile_json::{FORMAT_VERSION, ProfileJsonError, ProfilesDocument, QueryJson};
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[test]
 fn the_document_has_the_documented_shape() {
@@ -90,4 +90,34 @@ fn unknown_keys_are_accepted_and_newer_versions_refused() {
         ProfilesDocument::parse("{\"queries\": 3}"),
         Err(ProfileJsonError::Malformed(_))
     ));
+}
+
+#[test]
+fn a_log_tells_why_it_cannot_serve_a_profile() {
+    use qprof_eventlog::rest;
+    use qprof_eventlog::state::AppState;
+    let profile = serde_json::to_value(QueryJson::from(&sample())).unwrap();
+    let mut state = AppState::default();
+    state.apply(&json!({
+        "Event": "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart",
+        "executionId": 0, "rootExecutionId": 0, "description": "q", "details": "",
+        "physicalPlanDescription": "", "time": 1,
+        "sparkPlanInfo": {"nodeName": "X", "simpleString": "X", "children": [], "metadata": {}, "metrics": []},
+    }));
+    let extension = |version: Value| {
+        json!({"Event": "org.qprof.eventlog.QueryProfile", "executionId": 0,
+               "formatVersion": version, "profile": profile})
+    };
+    state.apply(&extension(json!(FORMAT_VERSION)));
+    let served = rest::qprof_profile(&state, 0).unwrap();
+    assert_eq!(served["query"]["rows"], 1);
+    state.apply(&extension(json!(FORMAT_VERSION + 1)));
+    let err = rest::qprof_profile(&state, 0).unwrap_err().to_string();
+    assert!(
+        err.contains("cannot read") && err.contains("newer"),
+        "{err}"
+    );
+    state.apply(&extension(json!("one")));
+    let err = rest::qprof_profile(&state, 0).unwrap_err().to_string();
+    assert!(err.contains("not a version number"), "{err}");
 }
