@@ -244,6 +244,62 @@ fn a_failed_query_is_logged_as_failed_and_the_app_completes() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The events of the one application logged in `events`, and whether it completed.
+fn logged_app(events: &Path) -> (Vec<Value>, bool) {
+    let app_dir = std::fs::read_dir(events)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let names: Vec<String> = std::fs::read_dir(&app_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    let complete = names
+        .iter()
+        .any(|n| n.starts_with("appstatus_") && !n.ends_with(".inprogress"));
+    let events_file = names.iter().find(|n| n.starts_with("events_1_")).unwrap();
+    let text = std::fs::read_to_string(app_dir.join(events_file)).unwrap();
+    let lines = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (lines, complete)
+}
+
+#[test]
+fn a_run_failing_after_its_queries_completes_its_log_as_failed() {
+    let dir = temp_dir("late-failure");
+    let events = dir.join("events");
+    let csv = dir.join("t.csv");
+    std::fs::write(&csv, "k,v\n1,2\n").unwrap();
+    // the query succeeds; writing --profile-out into a missing directory fails
+    let out = qprof()
+        .args(["sql", "select k from t", "--table"])
+        .arg(format!("t={}", csv.display()))
+        .arg("--profile-out")
+        .arg(dir.join("missing/p.json"))
+        .arg("--event-log-dir")
+        .arg(&events)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot write profiles"), "{stderr}");
+    let (lines, complete) = logged_app(&events);
+    assert!(complete);
+    let end = lines
+        .iter()
+        .find(|e| e["Event"].as_str().unwrap().ends_with("SQLExecutionEnd"))
+        .unwrap();
+    assert_eq!(end["errorMessage"], "", "the query itself succeeded");
+    let app_end = lines.last().unwrap();
+    assert_eq!(app_end["Event"], "SparkListenerApplicationEnd");
+    assert_eq!(app_end["ExitCode"], 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_killed_run_leaves_an_in_progress_log_that_replays() {
     let dir = temp_dir("killed");
