@@ -20,6 +20,7 @@ pub mod counters;
 pub mod events;
 pub mod format;
 pub mod metric;
+pub mod periodic;
 pub mod process;
 pub mod profile;
 pub mod sampling;
