@@ -207,28 +207,8 @@ fn a_failed_query_is_logged_as_failed_and_the_app_completes() {
     // fails while running (a cast error in a task), after planning
     let out = sql_app(&dir, &events, "select cast(concat('x', k) as int) from t");
     assert!(!out.status.success());
-    let app_dir = std::fs::read_dir(&events)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let names: Vec<String> = std::fs::read_dir(&app_dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    assert!(
-        names
-            .iter()
-            .any(|n| n.starts_with("appstatus_") && !n.ends_with(".inprogress")),
-        "{names:?}"
-    );
-    let events_file = names.iter().find(|n| n.starts_with("events_1_")).unwrap();
-    let text = std::fs::read_to_string(app_dir.join(events_file)).unwrap();
-    let lines: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (lines, complete) = logged_app(&events);
+    assert!(complete);
     let end = lines
         .iter()
         .find(|e| e["Event"].as_str().unwrap().ends_with("SQLExecutionEnd"))

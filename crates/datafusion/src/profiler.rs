@@ -345,8 +345,7 @@ impl Profiler {
         frame: DataFrame,
         description: &str,
     ) -> Result<ProfiledQuery, QueryFailure> {
-        let text = frame.logical_plan().display_indent().to_string();
-        let started = self.begin(self.next_query_id(), description, &text);
+        let started = self.begin_frame(&frame, description);
         self.collect_planned(started, plan(frame).await).await
     }
 
@@ -360,8 +359,7 @@ impl Profiler {
         frame: DataFrame,
         description: &str,
     ) -> Result<QueryStream, QueryFailure> {
-        let text = frame.logical_plan().display_indent().to_string();
-        let started = self.begin(self.next_query_id(), description, &text);
+        let started = self.begin_frame(&frame, description);
         let stream = match plan(frame).await {
             Ok((plan, task_ctx)) => match execute_stream(Arc::clone(&plan), task_ctx) {
                 Ok(stream) => Ok((plan, stream)),
@@ -382,6 +380,12 @@ impl Profiler {
                 .end(started, plan.as_ref(), 0, Some(error.into()))
                 .failure()),
         }
+    }
+
+    /// Starts a query of `frame`, whose text is its logical plan, under the next id.
+    fn begin_frame(&self, frame: &DataFrame, description: &str) -> Started {
+        let text = frame.logical_plan().display_indent().to_string();
+        self.begin(self.next_query_id(), description, &text)
     }
 
     fn begin(&self, id: usize, description: &str, text: &str) -> Started {

@@ -13,10 +13,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
-use qprof_core::events::{AppInfo, Event, Listener, ListenerError, QueryEnd};
+use qprof_core::events::{Event, Listener, ListenerError, QueryEnd};
 
 use crate::profile_events::QueryRecord;
-use crate::writer::{AppLog, AppStart, LogConfig};
+use crate::writer::{AppLog, LogConfig};
 
 /// Writes the application's event log: the log is created when the application starts,
 /// each query is appended (and flushed) when it ends, and the log is completed when the
@@ -35,20 +35,6 @@ enum LogState {
     /// Creating, writing or finishing the log failed; nothing more is written (the log
     /// stays in progress, as a killed process's does).
     Broken,
-}
-
-impl From<&AppInfo> for AppStart {
-    fn from(app: &AppInfo) -> AppStart {
-        AppStart {
-            name: app.name.clone(),
-            user: app.user.clone(),
-            host: app.host.clone(),
-            cores: app.cores,
-            start_epoch_millis: i64::try_from(app.start_epoch_millis).unwrap_or(i64::MAX),
-            engine: app.engine.clone(),
-            properties: app.properties.clone(),
-        }
-    }
 }
 
 fn millis(ms: u64) -> i64 {
@@ -106,7 +92,7 @@ impl Listener for EventLogListener {
                 if !matches!(*state, LogState::NotStarted) {
                     return Ok(());
                 }
-                match AppLog::create(&self.config, &AppStart::from(app)) {
+                match AppLog::create(&self.config, app) {
                     Ok(log) => {
                         *state = LogState::Open(Box::new(log));
                         Ok(())

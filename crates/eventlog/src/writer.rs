@@ -9,6 +9,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use qprof_core::events::AppInfo;
 use qprof_core::profile::QueryProfile;
 use serde_json::{Map, Value, json};
 
@@ -45,25 +46,6 @@ impl LogConfig {
             roll_bytes: DEFAULT_ROLL_BYTES,
         }
     }
-}
-
-/// What the log records about the application when it starts.
-#[derive(Debug, Clone)]
-pub struct AppStart {
-    /// Application name (e.g. the command line).
-    pub name: String,
-    /// User running it.
-    pub user: String,
-    /// Host name.
-    pub host: String,
-    /// Cores (task slots) of the local executor.
-    pub cores: u32,
-    /// Start time, epoch ms.
-    pub start_epoch_millis: i64,
-    /// Engine description shown as the runtime version (e.g. `DataFusion 55.2.0`).
-    pub engine: String,
-    /// Configuration entries, logged as Spark properties.
-    pub properties: Vec<(String, String)>,
 }
 
 enum Sink {
@@ -118,9 +100,10 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> EventLogError + '_ {
 impl AppLog {
     /// Creates the application's log directory (`local-<start ms>`, bumped on a clash) and
     /// writes the application-start events.
-    pub fn create(config: &LogConfig, app: &AppStart) -> Result<AppLog, EventLogError> {
+    pub fn create(config: &LogConfig, app: &AppInfo) -> Result<AppLog, EventLogError> {
+        let start_epoch_millis = i64::try_from(app.start_epoch_millis).unwrap_or(i64::MAX);
         std::fs::create_dir_all(&config.dir).map_err(io(&config.dir))?;
-        let mut stamp = app.start_epoch_millis;
+        let mut stamp = start_epoch_millis;
         let (app_id, dir) = loop {
             let app_id = format!("local-{stamp}");
             let dir = config
@@ -145,7 +128,7 @@ impl AppLog {
             file_bytes: 0,
             sink: None,
             ids: profile_events::IdCounters::default(),
-            start_epoch_millis: app.start_epoch_millis,
+            start_epoch_millis,
             peak_execution_memory: 0,
             host: app.host.clone(),
         };
@@ -166,8 +149,8 @@ impl AppLog {
         &self.dir
     }
 
-    fn start_events(&self, app: &AppStart) -> Vec<Value> {
-        let t = app.start_epoch_millis;
+    fn start_events(&self, app: &AppInfo) -> Vec<Value> {
+        let t = self.start_epoch_millis;
         let resource = |name: &str, amount: i64| json!({"Resource Name": name, "Amount": amount, "Discovery Script": "", "Vendor": ""});
         let mut props = Map::new();
         for (k, v) in [

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use qprof_core::events::AppInfo;
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
 use qprof_core::profile::{
     FunctionProfile, NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskMetric, TaskProfile,
@@ -12,7 +13,7 @@ use qprof_eventlog::layout::discover;
 use qprof_eventlog::profile_events::QueryRecord;
 use qprof_eventlog::replay::Replay;
 use qprof_eventlog::rest;
-use qprof_eventlog::writer::{AppLog, AppStart, LogConfig};
+use qprof_eventlog::writer::{AppLog, LogConfig};
 use serde_json::Value;
 
 const T0: i64 = 1_795_333_318_986;
@@ -187,13 +188,13 @@ fn profile() -> QueryProfile {
     }
 }
 
-fn app_start() -> AppStart {
-    AppStart {
+fn app_start() -> AppInfo {
+    AppInfo {
         name: "qprof test".into(),
         user: "tester".into(),
         host: "localhost".into(),
         cores: 2,
-        start_epoch_millis: T0,
+        start_epoch_millis: T0 as u64,
         engine: "DataFusion 55.2.0".into(),
         properties: vec![("datafusion.execution.target_partitions".into(), "2".into())],
     }
