@@ -1,7 +1,9 @@
 //! Live counters: cheap atomic handles written while a query runs, read as snapshots.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use crate::io::IoCounters;
 
 /// Tracks bytes currently reserved and their high-water mark.
 ///
@@ -69,6 +71,7 @@ pub struct OperatorTaskCounters {
     rows: AtomicU64,
     bytes: AtomicU64,
     memory: MemoryTracker,
+    io: OnceLock<Arc<IoCounters>>,
 }
 
 impl OperatorTaskCounters {
@@ -152,6 +155,17 @@ impl OperatorTaskCounters {
     /// Memory reserved by the operator in this task.
     pub fn memory(&self) -> &MemoryTracker {
         &self.memory
+    }
+
+    /// The task's I/O counters, if it touched storage (or was set up to).
+    #[inline]
+    pub fn io(&self) -> Option<&Arc<IoCounters>> {
+        self.io.get()
+    }
+
+    /// The task's I/O counters, created with `init` on first use.
+    pub fn io_or_init(&self, init: impl FnOnce() -> IoCounters) -> &Arc<IoCounters> {
+        self.io.get_or_init(|| Arc::new(init()))
     }
 
     /// Reads every counter.

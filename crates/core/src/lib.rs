@@ -19,6 +19,7 @@ pub mod clock;
 pub mod counters;
 pub mod events;
 pub mod format;
+pub mod io;
 pub mod metric;
 pub mod periodic;
 pub mod process;

@@ -18,7 +18,7 @@
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use crate::clock::{ClockSource, SystemClock};
@@ -42,6 +42,10 @@ impl<F: Fn() -> i64 + Send + Sync> Source for F {
     fn read(&self) -> i64 {
         self()
     }
+}
+
+fn duration_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -132,31 +136,42 @@ impl BucketingCounter {
 
     /// The share of ticks in each bucket, in percent (all 0 before the first tick).
     pub fn percentages(&self) -> Vec<f64> {
-        let counts = self.counts();
-        let total: u64 = counts.iter().sum();
-        counts
-            .iter()
-            .map(|&c| {
-                if total == 0 {
-                    0.0
-                } else {
-                    c as f64 * 100.0 / total as f64
-                }
-            })
-            .collect()
+        bucket_percentages(&self.counts())
     }
 
     /// Impala's info string: `i:P%` per bucket, percentages with 4 significant digits.
     pub fn info_string(&self) -> String {
-        let mut out = String::new();
-        for (i, p) in self.percentages().into_iter().enumerate() {
-            if i > 0 {
-                out.push(' ');
-            }
-            let _ = write!(out, "{i}:{}%", significant(p, 4));
-        }
-        out
+        bucket_info_string(&self.counts())
     }
+}
+
+/// The share of each bucket in `counts`, in percent (all 0 if every count is 0).
+pub fn bucket_percentages(counts: &[u64]) -> Vec<f64> {
+    let total: u64 = counts.iter().sum();
+    counts
+        .iter()
+        .map(|&c| {
+            if total == 0 {
+                0.0
+            } else {
+                c as f64 * 100.0 / total as f64
+            }
+        })
+        .collect()
+}
+
+/// Bucket counts as Impala's info string: `i:P%` per bucket, percentages with 4
+/// significant digits (`0:12.5% 1:50% 2:37.5%`). Counts of several counters add up before
+/// rendering, so the string of an operator is that of its tasks together.
+pub fn bucket_info_string(counts: &[u64]) -> String {
+    let mut out = String::new();
+    for (i, p) in bucket_percentages(counts).into_iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        let _ = write!(out, "{i}:{}%", significant(p, 4));
+    }
+    out
 }
 
 /// `value` with at most `digits` significant digits and no trailing zeros, as C++'s
@@ -240,6 +255,9 @@ impl Periodic for TimeSeriesCounter {
 pub struct PeriodicUpdater {
     clock: Arc<dyn ClockSource + Send + Sync>,
     counters: Mutex<Vec<Weak<dyn Periodic>>>,
+    period_nanos: AtomicU64,
+    /// CPU time the updater's own thread spent ticking, if it has one.
+    thread_cpu_nanos: AtomicU64,
 }
 
 impl std::fmt::Debug for PeriodicUpdater {
@@ -274,24 +292,35 @@ impl PeriodicUpdater {
         Arc::new(PeriodicUpdater {
             clock,
             counters: Mutex::new(Vec::new()),
+            period_nanos: AtomicU64::new(duration_nanos(DEFAULT_PERIOD)),
+            thread_cpu_nanos: AtomicU64::new(0),
         })
     }
 
-    /// An updater on the system clock, ticked every `period` by a thread of its own until
-    /// the updater is dropped.
+    /// An updater on the system clock, ticked every `period` (changed with
+    /// [`PeriodicUpdater::set_period`]) by a thread of its own until the updater is dropped.
     ///
     /// # Errors
     /// If the thread cannot be started.
     pub fn spawn(period: Duration) -> std::io::Result<Arc<PeriodicUpdater>> {
         let updater = PeriodicUpdater::new(Arc::new(SystemClock));
+        updater.set_period(period);
         let weak = Arc::downgrade(&updater);
         std::thread::Builder::new()
             .name("qprof-periodic".to_string())
             .spawn(move || {
                 loop {
+                    let Some(period) = weak.upgrade().map(|u| u.period()) else {
+                        return;
+                    };
                     std::thread::sleep(period);
                     match weak.upgrade() {
-                        Some(updater) => updater.tick(),
+                        Some(updater) => {
+                            updater.tick();
+                            updater
+                                .thread_cpu_nanos
+                                .store(crate::clock::thread_cpu_nanos(), Relaxed);
+                        }
                         None => return,
                     }
                 }
@@ -299,8 +328,41 @@ impl PeriodicUpdater {
         Ok(updater)
     }
 
-    fn now(&self) -> u64 {
+    /// The process's updater: one thread on the system clock, started on first use with
+    /// the [`DEFAULT_PERIOD`]. Every counter of a running query registers here, so one
+    /// clock drives them all. `None` if its thread could not be started.
+    pub fn process() -> Option<&'static Arc<PeriodicUpdater>> {
+        static PROCESS: OnceLock<Option<Arc<PeriodicUpdater>>> = OnceLock::new();
+        PROCESS
+            .get_or_init(|| PeriodicUpdater::spawn(DEFAULT_PERIOD).ok())
+            .as_ref()
+    }
+
+    /// The time between ticks of the updater's thread.
+    pub fn period(&self) -> Duration {
+        Duration::from_nanos(self.period_nanos.load(Relaxed))
+    }
+
+    /// Sets the time between ticks of the updater's thread (at least 1 ms); it applies from
+    /// the tick after the next.
+    pub fn set_period(&self, period: Duration) {
+        let nanos = duration_nanos(period).max(1_000_000);
+        self.period_nanos.store(nanos, Relaxed);
+    }
+
+    /// CPU time the updater's own thread has spent so far (0 for an updater ticked by
+    /// hand), as of its last tick.
+    pub fn thread_cpu_nanos(&self) -> u64 {
+        self.thread_cpu_nanos.load(Relaxed)
+    }
+
+    /// The updater's clock now, in nanoseconds: the time base of its counters.
+    pub fn now_nanos(&self) -> u64 {
         self.clock.ticks_to_nanos(self.clock.now_ticks())
+    }
+
+    fn now(&self) -> u64 {
+        self.now_nanos()
     }
 
     fn add<C: Periodic + 'static>(&self, counter: Arc<C>) -> Arc<C> {

@@ -236,7 +236,8 @@ pub struct QueryProfile {
     pub stages: Vec<StageProfile>,
 }
 
-/// Names of the base metrics every operator has.
+/// Names of the base metrics every operator has, and of the I/O metrics of operators that
+/// touch storage.
 pub mod names {
     /// Wall time inside the operator's polls, children polled inline included (ns).
     pub const WALL_NANOS: &str = "wallNanos";
@@ -258,6 +259,37 @@ pub mod names {
     pub const PEAK_MEMORY_BYTES: &str = "peakMemoryBytes";
     /// Heap allocations made while the operator's code ran.
     pub const NUM_MEMORY_ALLOCATIONS: &str = "numMemoryAllocations";
+    /// Read requests to storage.
+    pub const READ_REQUESTS: &str = "numReadRequests";
+    /// Bytes the reads delivered, from every tier.
+    pub const READ_BYTES: &str = "readBytes";
+    /// Bytes read from the store itself.
+    pub const STORAGE_READ_BYTES: &str = "storageReadBytes";
+    /// Bytes read from a local disk cache.
+    pub const LOCAL_READ_BYTES: &str = "localReadBytes";
+    /// Bytes read from a memory cache.
+    pub const RAM_READ_BYTES: &str = "ramReadBytes";
+    /// Time reads were in flight, summed over reads (ns).
+    pub const DATA_SOURCE_READ_NANOS: &str = "dataSourceReadNanos";
+    /// Time the operator's polls were blocked on its reads (ns).
+    pub const IO_WAIT_NANOS: &str = "ioWaitNanos";
+    /// Requests that move no data (head, list, delete, copy).
+    pub const METADATA_REQUESTS: &str = "numMetadataRequests";
+    /// Bytes read per second.
+    pub const READ_BYTES_PER_SECOND: &str = "readBytesPerSecond";
+    /// Time average of reads in flight (Spark `average`: tenths).
+    pub const AVERAGE_READ_CONCURRENCY: &str = "averageReadConcurrency";
+    /// Share of time at each read concurrency; as metrics `readConcurrencyBucket{i}Percent`,
+    /// and as Impala's info string under this key.
+    pub const READ_CONCURRENCY_BUCKET: &str = "readConcurrencyBucket";
+    /// Write requests (whole objects or parts).
+    pub const WRITE_REQUESTS: &str = "numWriteRequests";
+    /// Bytes sent to storage by writes.
+    pub const PHYSICAL_WRITTEN_BYTES: &str = "physicalWrittenBytes";
+    /// Files (objects) completely written.
+    pub const WRITTEN_FILES: &str = "numWrittenFiles";
+    /// Time of the write requests (ns).
+    pub const WRITE_IO_NANOS: &str = "writeIONanos";
     /// All base metric names, in display order.
     pub const BASE: [&str; 10] = [
         WALL_NANOS,
@@ -350,6 +382,7 @@ fn render_node(node: &ProfileNode, depth: usize, total_self_cpu: i64, out: &mut 
     if !display.is_empty() && display != node.name {
         let _ = writeln!(out, "{indent}   {}", truncate(display, 110));
     }
+    render_io(node, &indent, out);
     for f in &node.functions {
         let estimated = |yes: bool| if yes { "~" } else { "" };
         let _ = writeln!(
@@ -367,6 +400,70 @@ fn render_node(node: &ProfileNode, depth: usize, total_self_cpu: i64, out: &mut 
     }
     for child in &node.children {
         render_node(child, depth + 1, total_self_cpu, out);
+    }
+}
+
+/// The I/O lines of an operator that touched storage: reads with their tiers, time and
+/// concurrency; pruning; writes.
+fn render_io(node: &ProfileNode, indent: &str, out: &mut String) {
+    let v = |name| node.value(name).unwrap_or(0);
+    let nanos = |name| format::human_nanos(v(name).max(0) as u64);
+    if node.value(names::READ_REQUESTS).is_some() {
+        let buckets = node
+            .info
+            .iter()
+            .find(|(k, _)| k == names::READ_CONCURRENCY_BUCKET)
+            .map(|(_, b)| format!(" [{b}]"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "{indent}   read {} in {} request{} (storage {}, local {}, ram {})  read time {}  io wait {}  concurrency {}{buckets}",
+            format::bytes(v(names::READ_BYTES)),
+            format::integer(v(names::READ_REQUESTS)),
+            if v(names::READ_REQUESTS) == 1 {
+                ""
+            } else {
+                "s"
+            },
+            format::bytes(v(names::STORAGE_READ_BYTES)),
+            format::bytes(v(names::LOCAL_READ_BYTES)),
+            format::bytes(v(names::RAM_READ_BYTES)),
+            nanos(names::DATA_SOURCE_READ_NANOS),
+            nanos(names::IO_WAIT_NANOS),
+            format::average(v(names::AVERAGE_READ_CONCURRENCY)),
+        );
+    }
+    let pruning: Vec<String> = [
+        ("splits", "skippedSplits", "processedSplits"),
+        ("row groups", "skippedStrides", "processedStrides"),
+    ]
+    .iter()
+    .filter_map(|(what, skipped, processed)| {
+        let (s, p) = (node.value(skipped)?, node.value(processed)?);
+        Some(format!(
+            "{what} {} skipped, {} kept",
+            format::integer(s),
+            format::integer(p)
+        ))
+    })
+    .collect();
+    if !pruning.is_empty() {
+        let _ = writeln!(out, "{indent}   pruning  {}", pruning.join("  "));
+    }
+    if node.value(names::WRITE_REQUESTS).is_some() {
+        let _ = writeln!(
+            out,
+            "{indent}   wrote {} in {} file{} ({} requests)  write io {}",
+            format::bytes(v(names::PHYSICAL_WRITTEN_BYTES)),
+            format::integer(v(names::WRITTEN_FILES)),
+            if v(names::WRITTEN_FILES) == 1 {
+                ""
+            } else {
+                "s"
+            },
+            format::integer(v(names::WRITE_REQUESTS)),
+            nanos(names::WRITE_IO_NANOS),
+        );
     }
 }
 

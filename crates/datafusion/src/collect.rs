@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use datafusion::physical_plan::{ExecutionPlan, displayable};
 use qprof_core::counters::{OperatorTaskCounters, OperatorTaskSnapshot};
+use qprof_core::io::{CONCURRENCY_BUCKETS, IoSnapshot};
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
+use qprof_core::periodic::{bucket_info_string, bucket_percentages};
 use qprof_core::profile::{
     FunctionProfile, NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskMetric, TaskProfile,
     names,
@@ -60,6 +62,8 @@ struct OperatorSnapshot {
     /// Work on tasks the operator spawned, if there was any.
     spawned: Option<OperatorTaskSnapshot>,
     peak: u64,
+    /// I/O of the tasks that touched storage, by partition (`None`: spawned work).
+    io: Vec<(Option<usize>, IoSnapshot)>,
 }
 
 impl OperatorSnapshot {
@@ -75,6 +79,14 @@ impl OperatorSnapshot {
             spawned: Some(exec.stats().spawned.snapshot())
                 .filter(|s| *s != OperatorTaskSnapshot::default()),
             peak: exec.stats().memory.peak(),
+            io: exec
+                .stats()
+                .executed_tasks()
+                .into_iter()
+                .map(|(p, c)| (Some(p), c))
+                .chain(std::iter::once((None, Arc::clone(&exec.stats().spawned))))
+                .filter_map(|(p, c)| c.io().map(|io| (p, io.snapshot())))
+                .collect(),
         }
     }
 
@@ -210,14 +222,17 @@ fn build_node(
     let display = displayable(plan.as_ref()).one_line().to_string();
     let name = plan.name().to_string();
     let label = definitions::operator_label(&name);
+    let mut info = vec![(
+        "outputPartitions".to_string(),
+        plan.properties().partitioning.partition_count().to_string(),
+    )];
     let (id, stage_id, mut metrics) = match ProfiledExec::of(plan.as_ref()) {
         Some(exec) => {
             let reading = &readings[&exec.node_id()];
-            (
-                exec.node_id(),
-                reading.stage,
-                base_metrics(reading, &label, tasks),
-            )
+            let mut metrics = base_metrics(reading, &label, tasks);
+            let is_sink = name == "DataSinkExec";
+            metrics.extend(io_metrics(reading, tasks, is_sink, &mut info));
+            (exec.node_id(), reading.stage, metrics)
         }
         None => {
             *next_unwrapped_id += 1;
@@ -228,10 +243,6 @@ fn build_node(
     metrics.extend(native_metrics(plan.as_ref(), &name, &label, |p| {
         tasks.get(stage_of_tasks, p)
     }));
-    let mut info = vec![(
-        "outputPartitions".to_string(),
-        plan.properties().partitioning.partition_count().to_string(),
-    )];
     let dynamic_filters = plan.dynamic_expressions_produced().len();
     if dynamic_filters > 0 {
         info.push((
@@ -350,6 +361,130 @@ fn base_metrics(reading: &OperatorSnapshot, label: &str, tasks: &TaskMap) -> Vec
         }),
         series("numPolls", MetricKind::Sum, |s| s.polls),
     ]
+}
+
+/// An I/O metric summed over tasks: name, display name, kind, reading.
+type IoMetric = (
+    &'static str,
+    &'static str,
+    MetricKind,
+    fn(&IoSnapshot) -> u64,
+);
+
+#[rustfmt::skip]
+const READ_METRICS: &[IoMetric] = &[
+    (names::READ_REQUESTS, "number of read requests", MetricKind::Sum, |s| s.read_requests),
+    (names::READ_BYTES, "bytes read", MetricKind::Size, |s| s.read_bytes),
+    (names::STORAGE_READ_BYTES, "bytes read from storage", MetricKind::Size, |s| s.storage_read_bytes),
+    (names::LOCAL_READ_BYTES, "bytes read from local disk cache", MetricKind::Size, |s| s.local_read_bytes),
+    (names::RAM_READ_BYTES, "bytes read from memory cache", MetricKind::Size, |s| s.ram_read_bytes),
+    (names::DATA_SOURCE_READ_NANOS, "time of reading from data source", MetricKind::NsTiming, |s| s.read_nanos),
+    (names::IO_WAIT_NANOS, "time of I/O wait", MetricKind::NsTiming, |s| s.io_wait_nanos),
+    (names::METADATA_REQUESTS, "number of metadata requests", MetricKind::Sum, |s| s.metadata_requests),
+    (names::READ_BYTES_PER_SECOND, "read throughput per second", MetricKind::Size, |s| s.read_bytes_per_second.round() as u64),
+];
+
+#[rustfmt::skip]
+const WRITE_METRICS: &[IoMetric] = &[
+    (names::WRITE_REQUESTS, "number of write requests", MetricKind::Sum, |s| s.write_requests),
+    (names::PHYSICAL_WRITTEN_BYTES, "number of written bytes", MetricKind::Size, |s| s.written_bytes),
+    (names::WRITTEN_FILES, "number of written files", MetricKind::Sum, |s| s.written_files),
+    (names::WRITE_IO_NANOS, "time of write I/O", MetricKind::NsTiming, |s| s.write_nanos),
+];
+
+/// The I/O metrics of an operator whose tasks touched storage: the read group unless it
+/// only wrote, the write group if it wrote or is a sink. The read-concurrency histogram of
+/// all its tasks together goes to `info` as Impala's string.
+fn io_metrics(
+    reading: &OperatorSnapshot,
+    tasks: &TaskMap,
+    is_sink: bool,
+    info: &mut Vec<(String, String)>,
+) -> Vec<NodeMetric> {
+    if reading.io.is_empty() {
+        return Vec::new();
+    }
+    let task_of = |p: &Option<usize>| p.and_then(|p| tasks.get(reading.stage, p));
+    let series = |read: &dyn Fn(&IoSnapshot) -> i64| -> Vec<TaskValue> {
+        reading
+            .io
+            .iter()
+            .map(|(p, s)| TaskValue {
+                task: task_of(p),
+                value: read(s),
+            })
+            .collect()
+    };
+    let summed = |table: &[IoMetric]| -> Vec<NodeMetric> {
+        table
+            .iter()
+            .map(|(name, display, kind, read)| {
+                NodeMetric::summed(*name, *display, *kind, series(&|s| clamp(read(s))))
+            })
+            .collect()
+    };
+    let reads: u64 = reading.io.iter().map(|(_, s)| s.read_requests).sum();
+    let writes: u64 = reading.io.iter().map(|(_, s)| s.write_requests).sum();
+    let mut metrics = Vec::new();
+    if reads > 0 || writes == 0 {
+        metrics.extend(summed(READ_METRICS));
+        // averages as Spark stores them: tenths
+        let tenths = |v: f64| (v * 10.0).round() as i64;
+        let concurrency = series(&|s| tenths(s.average_read_concurrency));
+        let samples: u64 = reading.io.iter().map(|(_, s)| s.concurrency_samples).sum();
+        let weighted: f64 = reading
+            .io
+            .iter()
+            .map(|(_, s)| s.average_read_concurrency * s.concurrency_samples as f64)
+            .sum();
+        metrics.push(NodeMetric {
+            name: names::AVERAGE_READ_CONCURRENCY.to_string(),
+            display_name: "average read concurrency".to_string(),
+            kind: MetricKind::Average,
+            value: if samples == 0 {
+                0
+            } else {
+                tenths(weighted / samples as f64)
+            },
+            tasks: concurrency,
+        });
+        let mut counts = vec![0_u64; CONCURRENCY_BUCKETS];
+        for (_, s) in &reading.io {
+            for (total, c) in counts.iter_mut().zip(&s.concurrency_buckets) {
+                *total += c;
+            }
+        }
+        let overall = bucket_percentages(&counts);
+        for (i, share) in overall.iter().enumerate() {
+            let plus = if i + 1 == CONCURRENCY_BUCKETS {
+                "+"
+            } else {
+                ""
+            };
+            metrics.push(NodeMetric {
+                name: format!("{}{i}Percent", names::READ_CONCURRENCY_BUCKET),
+                display_name: format!("time at read concurrency {i}{plus} (%)"),
+                kind: MetricKind::Average,
+                value: tenths(*share),
+                tasks: series(&|s| {
+                    tenths(
+                        bucket_percentages(&s.concurrency_buckets)
+                            .get(i)
+                            .copied()
+                            .unwrap_or(0.0),
+                    )
+                }),
+            });
+        }
+        info.push((
+            names::READ_CONCURRENCY_BUCKET.to_string(),
+            bucket_info_string(&counts),
+        ));
+    }
+    if writes > 0 || is_sink {
+        metrics.extend(summed(WRITE_METRICS));
+    }
+    metrics
 }
 
 fn clamp(v: u64) -> i64 {

@@ -101,7 +101,7 @@ const BUILD_PROBE_JOIN: &[NativeMetricDef] = &[
 
 #[rustfmt::skip]
 const SCAN: &[NativeMetricDef] = &[
-    def("time_elapsed_opening", Value, "scanOpenWallNanos", "time of opening files", NsTiming),
+    def("time_elapsed_opening", Value, "dataSourceAddSplitNanos", "time of opening files (metadata, pruning)", NsTiming),
     def("time_elapsed_scanning_until_data", Value, "scanFirstBatchWallNanos", "time to first batch", NsTiming),
     def("time_elapsed_scanning_total", Value, "scanTotalWallNanos", "time of scanning (consumer included)", NsTiming),
     def("time_elapsed_processing", Value, "scanProcessingWallNanos", "time of reading and decoding", NsTiming),
@@ -286,7 +286,7 @@ pub(crate) const OPERATORS: &[OperatorDef] = &[
         label: "write",
         native: &[
             def("rows_written", Value, "numWrittenRows", "number of written rows", Sum),
-            def("bytes_written", Value, "physicalWrittenBytes", "number of written bytes", Size),
+            def("bytes_written", Value, "encodedWrittenBytes", "bytes written as the writer counts", Size),
         ],
     },
     OperatorDef {

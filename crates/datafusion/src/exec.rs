@@ -18,6 +18,9 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, Statistics};
 use datafusion::config::ConfigOptions;
+use datafusion::datasource::physical_plan::FileScanConfig;
+use datafusion::datasource::sink::DataSinkExec;
+use datafusion::datasource::source::DataSourceExec;
 use datafusion::execution::{RecordBatchStream, SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{Distribution, OrderingRequirements, PhysicalSortExpr};
 use datafusion::physical_plan::execution_plan::{CardinalityEffect, InvariantLevel};
@@ -36,13 +39,19 @@ use futures::{Stream, StreamExt};
 use qprof_core::attribution;
 use qprof_core::clock::{SystemClock, epoch_millis};
 use qprof_core::counters::OperatorTaskCounters;
+use qprof_core::io::IoCounters;
+use qprof_core::periodic::PeriodicUpdater;
 
 use crate::counters::OperatorCounters;
+use crate::io::process_updater;
 
 /// Wraps one operator of a plan and records its work per task.
 pub struct ProfiledExec {
     inner: Arc<dyn ExecutionPlan>,
     stats: Arc<OperatorCounters>,
+    /// For a file scan or a sink: the updater its tasks' I/O counters run on, created
+    /// when a task starts (so the concurrency covers the whole task).
+    io_updater: Option<Arc<PeriodicUpdater>>,
 }
 
 impl fmt::Debug for ProfiledExec {
@@ -56,7 +65,12 @@ impl fmt::Debug for ProfiledExec {
 
 impl ProfiledExec {
     pub(crate) fn new(inner: Arc<dyn ExecutionPlan>, stats: Arc<OperatorCounters>) -> Self {
-        Self { inner, stats }
+        let io_updater = does_io(inner.as_ref()).then(process_updater);
+        Self {
+            inner,
+            stats,
+            io_updater,
+        }
     }
 
     /// The wrapper itself, if `plan` is one. A raw `Any` check: DataFusion's own
@@ -82,6 +96,15 @@ impl ProfiledExec {
     fn rewrap(&self, inner: Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
         Arc::new(ProfiledExec::new(inner, Arc::clone(&self.stats)))
     }
+}
+
+/// Whether `plan` reads files or writes them: its tasks get I/O counters from their start.
+fn does_io(plan: &dyn ExecutionPlan) -> bool {
+    if plan.downcast_ref::<DataSinkExec>().is_some() {
+        return true;
+    }
+    plan.downcast_ref::<DataSourceExec>()
+        .is_some_and(|scan| scan.data_source().is::<FileScanConfig>())
 }
 
 impl DisplayAs for ProfiledExec {
@@ -203,6 +226,9 @@ impl ExecutionPlan for ProfiledExec {
     ) -> Result<SendableRecordBatchStream> {
         let task = self.stats.task(partition);
         task.record_start(epoch_millis());
+        if let Some(updater) = &self.io_updater {
+            task.io_or_init(|| IoCounters::new(updater));
+        }
         let inner = {
             // operators register memory consumers and spawn input tasks here: the frame
             // attributes both to this task
@@ -325,10 +351,18 @@ struct ProfiledStream {
     task: Arc<OperatorTaskCounters>,
 }
 
+/// The task's output ended or was dropped: it finishes, and its periodic counters stop.
+fn finish(task: &OperatorTaskCounters) {
+    task.record_finish(epoch_millis());
+    if let Some(io) = task.io() {
+        io.stop();
+    }
+}
+
 impl Drop for ProfiledStream {
     fn drop(&mut self) {
         // a stream dropped before its end (e.g. under a limit) finishes here
-        self.task.record_finish(epoch_millis());
+        finish(&self.task);
         let _frame = attribution::enter(&SystemClock, &self.task);
         // SAFETY: `inner` is dropped exactly once, here, and never used afterwards.
         unsafe { ManuallyDrop::drop(&mut self.inner) };
@@ -341,16 +375,23 @@ impl Stream for ProfiledStream {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
         this.task.record_poll();
+        let io = this.task.io();
+        if let Some(io) = io {
+            io.poll_started(io.now_nanos());
+        }
         let frame = attribution::enter(&SystemClock, &this.task);
         let polled = this.inner.poll_next_unpin(cx);
         drop(frame);
+        if let (Some(io), Poll::Pending) = (io, &polled) {
+            io.poll_pending(io.now_nanos());
+        }
         match &polled {
             Poll::Ready(Some(Ok(batch))) => {
                 // Arrow's buffer sizes: no allocation, unlike DataFusion's de-duplicating count
                 this.task
                     .record_batch(batch.num_rows(), batch.get_array_memory_size());
             }
-            Poll::Ready(None) => this.task.record_finish(epoch_millis()),
+            Poll::Ready(None) => finish(&this.task),
             _ => {}
         }
         polled

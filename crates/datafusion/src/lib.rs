@@ -30,6 +30,7 @@ mod definitions;
 mod exec;
 #[cfg(feature = "bench")]
 pub mod function_bench;
+mod io;
 mod memory;
 mod native_metrics;
 pub mod options;

@@ -7,6 +7,7 @@
 //! | `qprof.expression.track_cpu_usage_for_functions` | empty | comma list of functions timed on every vector |
 //! | `qprof.expression.adaptive_cpu_sampling` | `true` | sample the other functions adaptively |
 //! | `qprof.expression.adaptive_cpu_sampling_max_overhead_pct` | `1.0` | overhead budget of sampling, % of a function's time |
+//! | `qprof.runtime.counter_update_period_ms` | `500` | period of the updater that samples periodic counters (read concurrency, throughput), 1 to 60000 |
 //!
 //! The first key beats the second, which beats the third: see [`QprofOptions::tracking_for`].
 
@@ -24,6 +25,8 @@ pub const TRACK_CPU_USAGE_FOR_FUNCTIONS: &str = "expression.track_cpu_usage_for_
 pub const ADAPTIVE_CPU_SAMPLING: &str = "expression.adaptive_cpu_sampling";
 /// Key (without the `qprof.` prefix) of the overhead budget of adaptive sampling, in percent.
 pub const ADAPTIVE_MAX_OVERHEAD_PCT: &str = "expression.adaptive_cpu_sampling_max_overhead_pct";
+/// Key (without the `qprof.` prefix) of the periodic counters' update period, in ms.
+pub const COUNTER_UPDATE_PERIOD_MS: &str = "runtime.counter_update_period_ms";
 
 /// qprof's options of one session.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,6 +39,9 @@ pub struct QprofOptions {
     pub adaptive_cpu_sampling: bool,
     /// Overhead budget of adaptive sampling, in percent of a function's own time; in (0, 100].
     pub adaptive_cpu_sampling_max_overhead_pct: f64,
+    /// Period of the process's periodic counter updater, in milliseconds; in [1, 60000].
+    /// The process has one updater: the period of the latest query's session applies.
+    pub counter_update_period_ms: u64,
 }
 
 impl Default for QprofOptions {
@@ -45,6 +51,7 @@ impl Default for QprofOptions {
             track_cpu_usage_for_functions: Vec::new(),
             adaptive_cpu_sampling: true,
             adaptive_cpu_sampling_max_overhead_pct: 1.0,
+            counter_update_period_ms: 500,
         }
     }
 }
@@ -96,11 +103,17 @@ impl QprofOptions {
             ADAPTIVE_MAX_OVERHEAD_PCT => {
                 self.adaptive_cpu_sampling_max_overhead_pct = parse_percent(key, value)?;
             }
+            COUNTER_UPDATE_PERIOD_MS => {
+                self.counter_update_period_ms = match value.parse::<u64>() {
+                    Ok(ms) if (1..=60_000).contains(&ms) => ms,
+                    _ => return Err(invalid(key, value, "milliseconds in [1, 60000]")),
+                };
+            }
             _ => {
                 return Err(DataFusionError::Configuration(format!(
                     "unknown option qprof.{key}; known: qprof.{TRACK_CPU_USAGE}, \
                      qprof.{TRACK_CPU_USAGE_FOR_FUNCTIONS}, qprof.{ADAPTIVE_CPU_SAMPLING}, \
-                     qprof.{ADAPTIVE_MAX_OVERHEAD_PCT}"
+                     qprof.{ADAPTIVE_MAX_OVERHEAD_PCT}, qprof.{COUNTER_UPDATE_PERIOD_MS}"
                 )));
             }
         }
@@ -191,6 +204,11 @@ impl ExtensionOptions for QprofOptions {
                 self.adaptive_cpu_sampling_max_overhead_pct.to_string(),
                 "Budget of adaptive sampling, in percent of each function's own time.",
             ),
+            entry(
+                COUNTER_UPDATE_PERIOD_MS,
+                self.counter_update_period_ms.to_string(),
+                "Period of the updater sampling periodic counters (read concurrency, throughput), in ms.",
+            ),
         ]
     }
 }
@@ -245,6 +263,10 @@ mod tests {
             (ADAPTIVE_MAX_OVERHEAD_PCT, "0.5"),
         ]);
         assert_eq!(all.tracking_for("lower", &[]), FULL);
+        assert_eq!(
+            set(&[("qprof.runtime.counter_update_period_ms", "100")]).counter_update_period_ms,
+            100
+        );
         let half = set(&[(ADAPTIVE_MAX_OVERHEAD_PCT, "0.5")]);
         assert_eq!(half.tracking_for("lower", &[]), adaptive(0.5));
         let none = set(&[(ADAPTIVE_CPU_SAMPLING, "FALSE")]);
@@ -263,6 +285,10 @@ mod tests {
             (ADAPTIVE_MAX_OVERHEAD_PCT, "NaN"),
             (ADAPTIVE_MAX_OVERHEAD_PCT, "lots"),
             (TRACK_CPU_USAGE_FOR_FUNCTIONS, "upper;drop table"),
+            (COUNTER_UPDATE_PERIOD_MS, "0"),
+            (COUNTER_UPDATE_PERIOD_MS, "60001"),
+            (COUNTER_UPDATE_PERIOD_MS, "-5"),
+            (COUNTER_UPDATE_PERIOD_MS, "1.5"),
         ];
         for (key, value) in cases {
             let mut o = QprofOptions::default();

@@ -44,6 +44,7 @@ use qprof_core::events::{
 use qprof_core::profile::QueryProfile;
 
 use crate::collect::{QueryInfo, RunIds, collect_profile};
+use crate::io::{ProfilingObjectStoreRegistry, process_updater};
 use crate::memory::AttributingPool;
 use crate::options::QprofOptions;
 use crate::planner::ProfilingQueryPlanner;
@@ -256,11 +257,17 @@ impl Profiler {
             .runtime_env()
             .take()
             .unwrap_or_else(|| Arc::new(RuntimeEnv::default()));
+        // the pool and the object stores are wrapped together: a wrapped pool means a
+        // runtime environment instrumented already
         let runtime = if runtime.memory_pool.is::<AttributingPool>() {
             runtime
         } else {
             Arc::new(RuntimeEnv {
                 memory_pool: Arc::new(AttributingPool::new(Arc::clone(&runtime.memory_pool))),
+                object_store_registry: Arc::new(ProfilingObjectStoreRegistry::new(
+                    Arc::clone(&runtime.object_store_registry),
+                    process_updater(),
+                )),
                 ..RuntimeEnv::clone(&runtime)
             })
         };
@@ -521,6 +528,17 @@ type Planned = (Arc<dyn ExecutionPlan>, Arc<TaskContext>);
 /// The physical plan of `frame` and the task context to run it in.
 async fn plan(frame: DataFrame) -> Result<Planned, DataFusionError> {
     let task_ctx = Arc::new(frame.task_ctx());
+    if let Some(options) = task_ctx
+        .session_config()
+        .options()
+        .extensions
+        .get::<QprofOptions>()
+        && let Some(updater) = qprof_core::periodic::PeriodicUpdater::process()
+    {
+        updater.set_period(std::time::Duration::from_millis(
+            options.counter_update_period_ms,
+        ));
+    }
     let plan = frame.create_physical_plan().await?;
     Ok((plan, task_ctx))
 }

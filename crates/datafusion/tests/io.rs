@@ -1,0 +1,383 @@
+//! The I/O layer checked against the store: the bytes and requests the scan reports are
+//! the ones the object store served, pruning matches the files' own statistics, read
+//! concurrency and I/O wait follow a store whose reads take known time, and a COPY reports
+//! the files and bytes found on disk.
+
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use datafusion::arrow::array::{Int64Array, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::runtime_env::RuntimeEnv;
+use datafusion::object_store::local::LocalFileSystem;
+use datafusion::object_store::path::Path;
+use datafusion::object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+};
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::parquet::file::properties::WriterProperties;
+use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
+use datafusion::parquet::file::statistics::Statistics;
+use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+use futures::stream::BoxStream;
+use qprof_core::metric::TaskValue;
+use qprof_core::profile::{ProfileNode, QueryProfile, names};
+use qprof_datafusion::Profiler;
+
+/// A store in front of the local file system that counts what it serves and can make
+/// every read take a fixed time.
+#[derive(Debug)]
+struct CountingStore {
+    inner: LocalFileSystem,
+    read_delay: Duration,
+    reads: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl CountingStore {
+    fn new(read_delay: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            inner: LocalFileSystem::new(),
+            read_delay,
+            reads: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+        })
+    }
+
+    fn reset(&self) {
+        self.reads.store(0, Relaxed);
+        self.bytes.store(0, Relaxed);
+    }
+
+    async fn delay(&self) {
+        if !self.read_delay.is_zero() {
+            tokio::time::sleep(self.read_delay).await;
+        }
+    }
+}
+
+impl fmt::Display for CountingStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CountingStore({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for CountingStore {
+    async fn put_opts(&self, l: &Path, p: PutPayload, o: PutOptions) -> Result<PutResult> {
+        self.inner.put_opts(l, p, o).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        l: &Path,
+        o: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(l, o).await
+    }
+
+    async fn get_opts(&self, l: &Path, options: GetOptions) -> Result<GetResult> {
+        let head = options.head;
+        let result = self.inner.get_opts(l, options).await?;
+        if !head {
+            self.delay().await;
+            self.reads.fetch_add(1, Relaxed);
+            self.bytes
+                .fetch_add(result.range.end - result.range.start, Relaxed);
+        }
+        Ok(result)
+    }
+
+    async fn get_ranges(&self, l: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        let parts = self.inner.get_ranges(l, ranges).await?;
+        self.delay().await;
+        self.reads.fetch_add(1, Relaxed);
+        let served: usize = parts.iter().map(Bytes::len).sum();
+        self.bytes.fetch_add(served as u64, Relaxed);
+        Ok(parts)
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, o: CopyOptions) -> Result<()> {
+        self.inner.copy_opts(from, to, o).await
+    }
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("qprof-io-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Writes `x` = 0..rows into a Parquet file, `per_group` rows per row group.
+fn write_numbers(path: &FsPath, rows: i64, per_group: usize) {
+    let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]));
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![Arc::new(Int64Array::from_iter_values(0..rows))],
+    )
+    .unwrap();
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(per_group))
+        .build();
+    let file = std::fs::File::create(path).unwrap();
+    let mut writer = ArrowWriter::try_new(file, schema, Some(props)).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+}
+
+/// Row groups of the file whose statistics exclude `x < bound`: their minimum is at least it.
+fn row_groups_excluding(path: &FsPath, bound: i64) -> (usize, usize) {
+    let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let groups = reader.metadata().row_groups();
+    let excluded = groups
+        .iter()
+        .filter(|g| match g.column(0).statistics() {
+            Some(Statistics::Int64(s)) => s.min_opt().is_some_and(|min| *min >= bound),
+            _ => false,
+        })
+        .count();
+    (excluded, groups.len())
+}
+
+async fn session(store: Arc<CountingStore>, partitions: usize) -> (Profiler, SessionContext) {
+    let runtime = RuntimeEnv::default();
+    runtime.register_object_store(&url::Url::parse("file://").unwrap(), store);
+    let config = SessionConfig::new()
+        .with_target_partitions(partitions)
+        // no footer reads while planning: every read of a query is the scan's
+        .set_bool("datafusion.execution.collect_statistics", false);
+    let profiler = Profiler::new();
+    let state = profiler
+        .instrument(
+            SessionStateBuilder::new()
+                .with_config(config)
+                .with_runtime_env(Arc::new(runtime))
+                .with_default_features(),
+        )
+        .build();
+    (profiler, SessionContext::new_with_state(state))
+}
+
+fn node<'a>(profile: &'a QueryProfile, name: &str) -> &'a ProfileNode {
+    profile
+        .plan
+        .iter()
+        .find(|n| n.name == name)
+        .unwrap_or_else(|| panic!("no {name} in\n{}", profile.render_text(2)))
+}
+
+fn value(node: &ProfileNode, metric: &str) -> i64 {
+    node.value(metric)
+        .unwrap_or_else(|| panic!("{} has no {metric}", node.name))
+}
+
+fn task_values(node: &ProfileNode, metric: &str) -> Vec<TaskValue> {
+    node.metrics
+        .iter()
+        .find(|m| m.name == metric)
+        .unwrap_or_else(|| panic!("{} has no {metric}", node.name))
+        .tasks
+        .clone()
+}
+
+fn info<'a>(node: &'a ProfileNode, key: &str) -> &'a str {
+    node.info
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_else(|| panic!("{} has no info {key}", node.name))
+}
+
+/// The shares of an Impala bucket string, in percent.
+fn shares(buckets: &str) -> Vec<f64> {
+    buckets
+        .split(' ')
+        .map(|b| {
+            let (_, share) = b.split_once(':').unwrap();
+            share.trim_end_matches('%').parse().unwrap()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_reports_the_bytes_and_requests_the_store_served_and_prunes_by_statistics() {
+    let dir = temp_dir("scan");
+    let file = dir.join("numbers.parquet");
+    write_numbers(&file, 1000, 100);
+    let store = CountingStore::new(Duration::ZERO);
+    let (profiler, ctx) = session(Arc::clone(&store), 2).await;
+    ctx.register_parquet("t", file.to_str().unwrap(), ParquetReadOptions::default())
+        .await
+        .unwrap();
+    store.reset();
+    let run = profiler
+        .run_sql(
+            &ctx,
+            "SELECT count(*) AS n, sum(x) AS s FROM t WHERE x < 250",
+        )
+        .await
+        .unwrap();
+    let n = run.batches[0]
+        .column(0)
+        .as_any()
+        .downcast_ref::<Int64Array>();
+    assert_eq!(n.unwrap().value(0), 250);
+
+    let scan = node(&run.profile, "DataSourceExec");
+    let served = store.bytes.load(Relaxed) as i64;
+    assert!(served > 0);
+    assert_eq!(value(scan, names::READ_BYTES), served);
+    assert_eq!(value(scan, names::STORAGE_READ_BYTES), served);
+    assert_eq!(value(scan, names::LOCAL_READ_BYTES), 0);
+    assert_eq!(value(scan, names::RAM_READ_BYTES), 0);
+    assert_eq!(
+        value(scan, names::READ_REQUESTS),
+        store.reads.load(Relaxed) as i64
+    );
+    assert!(value(scan, names::DATA_SOURCE_READ_NANOS) > 0);
+
+    let (excluded, groups) = row_groups_excluding(&file, 250);
+    assert_eq!((excluded, groups), (7, 10), "the file's own statistics");
+    assert_eq!(value(scan, "skippedStrides"), excluded as i64);
+    assert_eq!(value(scan, "processedStrides"), (groups - excluded) as i64);
+
+    // every task that read has a concurrency sample: its buckets add up to 100 %
+    let buckets = info(scan, names::READ_CONCURRENCY_BUCKET);
+    let total: f64 = shares(buckets).iter().sum();
+    assert!((total - 100.0).abs() < 0.05, "{buckets}");
+    let average = value(scan, names::AVERAGE_READ_CONCURRENCY);
+    assert!(
+        (0..=20).contains(&average),
+        "{average} tenths for 2 partitions"
+    );
+    // operators that touch no storage carry no I/O metrics
+    let aggregate = node(&run.profile, "AggregateExec");
+    assert!(aggregate.value(names::READ_BYTES).is_none());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_reads_show_as_io_wait_and_a_read_in_flight_most_of_the_time() {
+    let dir = temp_dir("slow");
+    let file = dir.join("numbers.parquet");
+    write_numbers(&file, 2000, 200);
+    let delay = Duration::from_millis(40);
+    let store = CountingStore::new(delay);
+    let (profiler, ctx) = session(Arc::clone(&store), 1).await;
+    // ticks during the scan, not only the final sample
+    ctx.sql("SET qprof.runtime.counter_update_period_ms = 20")
+        .await
+        .unwrap();
+    ctx.register_parquet("t", file.to_str().unwrap(), ParquetReadOptions::default())
+        .await
+        .unwrap();
+    store.reset();
+    let run = profiler
+        .run_sql(&ctx, "SELECT sum(x) FROM t")
+        .await
+        .unwrap();
+    let scan = node(&run.profile, "DataSourceExec");
+    let reads = store.reads.load(Relaxed);
+    assert!(reads >= 2, "{reads} reads");
+    let floor = (reads * delay.as_nanos() as u64) as i64;
+    // the scan did nothing but wait for its reads, one at a time
+    let wait = value(scan, names::IO_WAIT_NANOS);
+    let read = value(scan, names::DATA_SOURCE_READ_NANOS);
+    assert!(read >= floor, "read {read} < {floor}");
+    assert!(wait >= floor * 9 / 10, "wait {wait} vs {floor}");
+    // waiting happens between polls: bounded by the query's time, not the polls'
+    assert!(
+        wait as u64 <= run.profile.duration_nanos,
+        "wait {wait} vs {}",
+        run.profile.duration_nanos
+    );
+    let concurrency = task_values(scan, names::AVERAGE_READ_CONCURRENCY);
+    assert_eq!(concurrency.len(), 1);
+    assert!(
+        (5..=15).contains(&concurrency[0].value),
+        "about one read in flight: {} tenths",
+        concurrency[0].value
+    );
+    let buckets = shares(info(scan, names::READ_CONCURRENCY_BUCKET));
+    assert!(buckets[1] >= 50.0, "{buckets:?}");
+    assert!(value(scan, names::READ_BYTES_PER_SECOND) > 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn files_under(dir: &FsPath) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(files_under(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_reports_the_files_and_bytes_on_disk_in_every_format() {
+    let dir = temp_dir("copy");
+    let file = dir.join("numbers.parquet");
+    write_numbers(&file, 5000, 1000);
+    let store = CountingStore::new(Duration::ZERO);
+    let (profiler, ctx) = session(store, 2).await;
+    ctx.register_parquet("t", file.to_str().unwrap(), ParquetReadOptions::default())
+        .await
+        .unwrap();
+    for format in ["parquet", "csv", "json"] {
+        let out = dir.join(format!("out-{format}"));
+        std::fs::create_dir_all(&out).unwrap();
+        let sql = format!(
+            "COPY (SELECT x, x % 3 AS k FROM t) TO '{}/' STORED AS {format} PARTITIONED BY (k)",
+            out.display()
+        );
+        let run = profiler.run_sql(&ctx, &sql).await.unwrap();
+        let files = files_under(&out);
+        let on_disk: u64 = files
+            .iter()
+            .map(|f| std::fs::metadata(f).unwrap().len())
+            .sum();
+        assert_eq!(files.len(), 3, "{format}: one file per partition value");
+        let sink = node(&run.profile, "DataSinkExec");
+        assert_eq!(
+            value(sink, names::WRITTEN_FILES),
+            files.len() as i64,
+            "{format}"
+        );
+        assert_eq!(
+            value(sink, names::PHYSICAL_WRITTEN_BYTES),
+            on_disk as i64,
+            "{format}"
+        );
+        assert!(value(sink, names::WRITE_REQUESTS) >= 3, "{format}");
+        assert!(value(sink, names::WRITE_IO_NANOS) > 0, "{format}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
