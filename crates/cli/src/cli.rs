@@ -1,11 +1,12 @@
 //! Command-line arguments and dispatch.
 
 use std::path::PathBuf;
-use std::str::FromStr;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use qprof_tpch::ScaleFactor;
+
+use crate::data::{TableFormat, TableSpec, parse_size};
 
 /// Runtime metrics and query profiles for DataFusion.
 #[derive(Debug, Parser)]
@@ -87,6 +88,13 @@ pub(crate) struct ExecOptions {
     /// Partitions per operator (DataFusion's target_partitions); default: the number of cores.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub partitions: Option<u16>,
+    /// Memory the queries may reserve, e.g. 512M or 2G; operators that can spill do so
+    /// beyond it, the others fail (default: no limit).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub memory_limit: Option<usize>,
+    /// Where operators spill (default: the system's temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub spill_dir: Option<PathBuf>,
     #[command(flatten)]
     pub functions: FunctionTracking,
     #[command(flatten)]
@@ -110,11 +118,19 @@ pub(crate) struct RunArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct SqlArgs {
-    /// The SQL statement.
-    pub sql: String,
-    /// A table to register, as NAME=PATH with PATH a .parquet or .csv file (repeatable).
-    #[arg(long = "table", value_name = "NAME=PATH", value_parser = parse_table)]
+    /// SQL to run: one statement or several separated by `;`.
+    #[arg(required_unless_present = "file", conflicts_with = "file")]
+    pub sql: Option<String>,
+    /// Run the statements of this file, in order (DDL, COPY and INSERT included).
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// A table to register, as NAME=LOCATION: a file, a directory (Hive-style partitions
+    /// too) or a glob of Parquet, CSV or JSON files (repeatable).
+    #[arg(long = "table", value_name = "NAME=LOCATION")]
     pub tables: Vec<TableSpec>,
+    /// The format of every --table, when their names do not tell it.
+    #[arg(long, value_enum)]
+    pub format: Option<TableFormat>,
     #[command(flatten)]
     pub exec: ExecOptions,
 }
@@ -193,68 +209,6 @@ fn parse_queries(s: &str) -> Result<QueryList, String> {
         }
     }
     Ok(QueryList(out))
-}
-
-/// A table to register: a name and a Parquet or CSV file.
-#[derive(Debug, Clone)]
-pub(crate) struct TableSpec {
-    /// Table name in SQL.
-    pub name: String,
-    /// The file.
-    pub path: PathBuf,
-    /// Its format.
-    pub format: TableFormat,
-}
-
-/// File formats `qprof sql` reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TableFormat {
-    /// Apache Parquet.
-    Parquet,
-    /// CSV with a header line.
-    Csv,
-}
-
-fn parse_table(s: &str) -> Result<TableSpec, String> {
-    let (name, path) = s
-        .split_once('=')
-        .ok_or_else(|| format!("'{s}' is not NAME=PATH"))?;
-    let valid_name = !name.is_empty()
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !name.starts_with(|c: char| c.is_ascii_digit());
-    if !valid_name {
-        return Err(format!(
-            "'{name}' is not a valid table name (letters, digits and _, not starting with a digit)"
-        ));
-    }
-    let path = PathBuf::from(path);
-    let format = match path
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase)
-    {
-        Some(ext) if ext == "parquet" => TableFormat::Parquet,
-        Some(ext) if ext == "csv" => TableFormat::Csv,
-        _ => {
-            return Err(format!(
-                "'{}' is neither a .parquet nor a .csv file",
-                path.display()
-            ));
-        }
-    };
-    Ok(TableSpec {
-        name: name.to_string(),
-        path,
-        format,
-    })
-}
-
-impl FromStr for TableSpec {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        parse_table(s)
-    }
 }
 
 /// Runs the parsed command.

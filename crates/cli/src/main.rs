@@ -3,6 +3,7 @@
 
 mod bench;
 mod cli;
+mod data;
 mod run;
 mod serve;
 
@@ -43,9 +44,19 @@ fn main() -> ExitCode {
                 let _ = err.print();
                 return ExitCode::SUCCESS;
             }
+            // clap's message up to its usage, on one line
             let rendered = err.render().to_string();
-            let first = rendered.lines().next().unwrap_or("invalid arguments");
-            eprintln!("{first}");
+            let message: Vec<&str> = rendered
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.starts_with("Usage:"))
+                .filter(|l| !l.is_empty())
+                .collect();
+            if message.is_empty() {
+                eprintln!("error: invalid arguments");
+            } else {
+                eprintln!("{}", message.join(" "));
+            }
             return ExitCode::from(2);
         }
     };

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use datafusion::prelude::{CsvReadOptions, ParquetReadOptions, SessionConfig};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::prelude::SessionConfig;
 use indicatif::{ProgressBar, ProgressStyle};
 use qprof_core::format;
 use qprof_core::profile::QueryProfile;
@@ -14,16 +15,16 @@ use qprof_datafusion::options::{
     ADAPTIVE_CPU_SAMPLING, ADAPTIVE_MAX_OVERHEAD_PCT, QprofOptions, TRACK_CPU_USAGE,
     TRACK_CPU_USAGE_FOR_FUNCTIONS,
 };
-use qprof_datafusion::{ProfilingSession, describe_sql};
+use qprof_datafusion::{ProfilingSession, describe_sql, error_line};
 use qprof_eventlog::listener::EventLogListener;
 use qprof_eventlog::profile_json::ProfilesDocument;
 use qprof_eventlog::writer::{DEFAULT_ROLL_BYTES, LogConfig};
 use qprof_tpch::{DatasetPaths, ScaleFactor};
 
 use crate::cli::{
-    ExecOptions, FunctionTracking, LogOptions, QueryList, RunArgs, SqlArgs, TableFormat, check_dir,
-    data_dir,
+    ExecOptions, FunctionTracking, LogOptions, QueryList, RunArgs, SqlArgs, check_dir, data_dir,
 };
+use crate::data::{register_tables, split_statements};
 
 /// The session configuration qprof runs with (and benchmarks against).
 ///
@@ -90,11 +91,30 @@ pub(crate) fn prepare_tpch(sf: &ScaleFactor, dir: &Path) -> Result<DatasetPaths>
     Ok(paths)
 }
 
+/// A profiling session with the options' configuration, memory limit and spill directory.
+fn session(exec: &ExecOptions) -> Result<ProfilingSession> {
+    let config = session_config(exec.partitions, &exec.functions)?;
+    let mut runtime = RuntimeEnvBuilder::new();
+    if let Some(limit) = exec.memory_limit {
+        runtime = runtime.with_memory_limit(limit, 1.0);
+    }
+    if let Some(dir) = &exec.spill_dir {
+        if !dir.is_dir() {
+            bail!("spill dir '{}' is not a directory", dir.display());
+        }
+        runtime = runtime.with_temp_file_path(dir);
+    }
+    let runtime = runtime
+        .build_arc()
+        .map_err(|e| anyhow::anyhow!("{}", error_line(&e)))
+        .context("cannot set up the runtime")?;
+    Ok(ProfilingSession::with_runtime(config, runtime))
+}
+
 pub(crate) async fn run_tpch(args: RunArgs) -> Result<()> {
-    let config = session_config(args.exec.partitions, &args.exec.functions)?;
+    let session = session(&args.exec)?;
     let dir = data_dir(args.data_dir.as_ref(), &args.tpch);
     let paths = prepare_tpch(&args.tpch, &dir)?;
-    let session = ProfilingSession::new(config);
     qprof_tpch::register_all(session.context(), &paths)
         .await
         .context("cannot register TPC-H tables")?;
@@ -119,44 +139,37 @@ pub(crate) async fn run_tpch(args: RunArgs) -> Result<()> {
 }
 
 pub(crate) async fn run_sql(args: SqlArgs) -> Result<()> {
-    let session =
-        ProfilingSession::new(session_config(args.exec.partitions, &args.exec.functions)?);
-    for table in &args.tables {
-        if !table.path.is_file() {
-            bail!("table file '{}' does not exist", table.path.display());
-        }
-        let path = table
-            .path
-            .to_str()
-            .with_context(|| format!("table path '{}' is not UTF-8", table.path.display()))?;
-        let registered = match table.format {
-            TableFormat::Parquet => {
-                session
-                    .context()
-                    .register_parquet(&table.name, path, ParquetReadOptions::default())
-                    .await
-            }
-            TableFormat::Csv => {
-                session
-                    .context()
-                    .register_csv(&table.name, path, CsvReadOptions::new())
-                    .await
-            }
-        };
-        registered.with_context(|| format!("cannot register table '{}'", table.name))?;
-    }
+    let text = match (&args.sql, &args.file) {
+        (Some(sql), _) => sql.clone(),
+        (None, Some(file)) => std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read '{}'", file.display()))?,
+        (None, None) => bail!("give SQL to run, or -f FILE"),
+    };
+    let statements = split_statements(&text)?;
+    let session = session(&args.exec)?.with_url_tables();
+    register_tables(session.context(), &args.tables, args.format).await?;
     let log = keep_event_log(&args.exec.log, &session)?;
     let outcome = async {
-        let outcome = session
-            .run_described(1, &describe_sql(&args.sql), &args.sql)
-            .await;
-        check_listeners(&session)?;
-        let run = outcome.map_err(|failure| failure.error)?;
-        let pretty = datafusion::arrow::util::pretty::pretty_format_batches(&run.batches)
-            .context("cannot format the result")?;
-        println!("{pretty}");
-        print_profile(&run.profile, args.exec.top)?;
-        summarize(&[run.profile], &args.exec)
+        let mut profiles = Vec::new();
+        let several = statements.len() > 1;
+        for (i, sql) in statements.iter().enumerate() {
+            let outcome = session
+                .run_described(profiles.len() + 1, &describe_sql(sql), sql)
+                .await;
+            check_listeners(&session)?;
+            let run = outcome.map_err(|failure| failure.error);
+            let run = if several {
+                run.with_context(|| format!("statement {} failed", i + 1))?
+            } else {
+                run?
+            };
+            let pretty = datafusion::arrow::util::pretty::pretty_format_batches(&run.batches)
+                .context("cannot format the result")?;
+            println!("{pretty}");
+            print_profile(&run.profile, args.exec.top)?;
+            profiles.push(run.profile);
+        }
+        summarize(&profiles, &args.exec)
     }
     .await;
     end_run(&session, log.as_deref(), outcome)

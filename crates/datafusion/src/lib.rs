@@ -44,6 +44,7 @@ mod spawn;
 pub use exec::ProfiledExec;
 pub use options::QprofOptions;
 pub use profiler::{
-    ProfileError, ProfiledQuery, Profiler, QueryFailure, QueryStream, describe_sql, plan_text,
+    ProfileError, ProfiledQuery, Profiler, QueryFailure, QueryStream, describe_sql, error_line,
+    plan_text,
 };
 pub use session::ProfilingSession;

@@ -54,19 +54,36 @@ use crate::spawn::install_spawn_attribution;
 /// Errors of running a profiled query.
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
-    /// Planning or execution failed in DataFusion.
-    #[error("{}", one_line(.0))]
-    DataFusion(#[from] DataFusionError),
+    /// Planning or execution failed in DataFusion. Shown as the root cause on one line;
+    /// DataFusion's wrapping layers (which repeat it) are not a `source`.
+    #[error("{}", error_line(.0))]
+    DataFusion(DataFusionError),
     /// A stream's batch failed; the error itself went to the stream's reader.
     #[error("{0}")]
     Stream(String),
 }
 
-/// DataFusion errors sometimes span lines (e.g. with backtraces or contexts); qprof
-/// reports them on one.
-fn one_line(err: &DataFusionError) -> String {
-    err.to_string()
-        .lines()
+impl From<DataFusionError> for ProfileError {
+    fn from(err: DataFusionError) -> Self {
+        ProfileError::DataFusion(err)
+    }
+}
+
+/// A DataFusion error as one line: its root cause (DataFusion nests the same cause in
+/// layers that each repeat it), a parser error by its own message, no backtrace.
+pub fn error_line(err: &DataFusionError) -> String {
+    use datafusion::sql::sqlparser::parser::ParserError;
+    let root = err.find_root();
+    let text = match root {
+        DataFusionError::SQL(parse, _) => match parse.as_ref() {
+            ParserError::ParserError(m) | ParserError::TokenizerError(m) => {
+                format!("SQL error: {m}")
+            }
+            other => format!("SQL error: {other}"),
+        },
+        other => other.strip_backtrace(),
+    };
+    text.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect::<Vec<_>>()
@@ -625,7 +642,7 @@ impl Stream for QueryStream {
         let next = this.inner.as_mut().poll_next(cx);
         match &next {
             Poll::Ready(Some(Ok(batch))) => this.rows += batch.num_rows() as u64,
-            Poll::Ready(Some(Err(e))) => this.finish(Some(ProfileError::Stream(one_line(e)))),
+            Poll::Ready(Some(Err(e))) => this.finish(Some(ProfileError::Stream(error_line(e)))),
             Poll::Ready(None) => this.finish(None),
             Poll::Pending => {}
         }

@@ -48,6 +48,15 @@ impl ProfilingSession {
         }
     }
 
+    /// The same session where files and URLs can be queried as tables by their location
+    /// (`SELECT * FROM 'data/x.parquet'`), as in `datafusion-cli`.
+    pub fn with_url_tables(self) -> Self {
+        Self {
+            context: self.context.enable_url_table(),
+            profiler: self.profiler,
+        }
+    }
+
     /// Whether work that operators run on spawned tasks is attributed to them (see
     /// [`Profiler::attributes_spawned_work`]).
     pub fn attributes_spawned_work(&self) -> bool {
