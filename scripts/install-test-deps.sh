@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs besides Rust: Debian's Chromium (web UI tests), Java 17
 # and a Python virtualenv with spark-history-cli 1.5.0 and pyspark 4.3.0 (client and Spark
-# history server compatibility tests). Idempotent: does nothing when all are present.
+# history server compatibility tests) and moto's S3 server 5.1.22 (tables on s3://).
+# Idempotent: does nothing when all are present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,4 +28,9 @@ fi
 if ! ls "$VENV"/lib/python3*/site-packages/pyspark/bin/spark-class >/dev/null 2>&1; then
     echo "== installing pyspark 4.3.0 into $VENV (Spark's own history server)"
     "$VENV/bin/pip" install --quiet --disable-pip-version-check pyspark==4.3.0
+fi
+
+if [ ! -x "$VENV/bin/moto_server" ]; then
+    echo "== installing moto[server] 5.1.22 into $VENV (an S3-compatible server for tests)"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check "moto[server]==5.1.22"
 fi

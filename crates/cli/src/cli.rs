@@ -131,6 +131,10 @@ pub(crate) struct SqlArgs {
     /// The format of every --table, when their names do not tell it.
     #[arg(long, value_enum)]
     pub format: Option<TableFormat>,
+    /// An S3-compatible endpoint for s3:// locations, e.g. http://127.0.0.1:9000 (the
+    /// credentials and region come from the standard AWS environment variables).
+    #[arg(long, value_name = "URL", value_parser = parse_endpoint)]
+    pub s3_endpoint: Option<String>,
     #[command(flatten)]
     pub exec: ExecOptions,
 }
@@ -209,6 +213,15 @@ fn parse_queries(s: &str) -> Result<QueryList, String> {
         }
     }
     Ok(QueryList(out))
+}
+
+fn parse_endpoint(s: &str) -> Result<String, String> {
+    match url::Url::parse(s) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {
+            Ok(s.trim_end_matches('/').to_string())
+        }
+        _ => Err(format!("'{s}' is not an http:// or https:// URL")),
+    }
 }
 
 /// Runs the parsed command.

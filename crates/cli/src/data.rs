@@ -9,6 +9,8 @@ use anyhow::{Context, Result, bail};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+use object_store::aws::AmazonS3Builder;
+use url::Url;
 
 /// File formats tables are read in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -103,6 +105,81 @@ fn format_under(dir: &Path) -> Option<TableFormat> {
     })
 }
 
+/// The S3 buckets named in `texts` (`s3://bucket/…` anywhere, e.g. in a table location,
+/// a COPY target or a query of a file by its URL), each once.
+fn s3_buckets<'a>(texts: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut buckets: Vec<String> = Vec::new();
+    for text in texts {
+        for (at, _) in text.match_indices("s3://") {
+            let rest = &text[at + 5..];
+            let end = rest
+                .find(|c: char| c == '/' || c == '\'' || c == '"' || c.is_whitespace())
+                .unwrap_or(rest.len());
+            let bucket = &rest[..end];
+            if !bucket.is_empty() && !buckets.iter().any(|b| b == bucket) {
+                buckets.push(bucket.to_string());
+            }
+        }
+    }
+    buckets
+}
+
+/// Registers an S3 store in `ctx` for every bucket the tables and statements name,
+/// configured from the standard AWS environment variables (`AWS_ACCESS_KEY_ID`,
+/// `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, …) and `endpoint` if given (an S3-compatible
+/// server; plain HTTP is allowed for it).
+///
+/// # Errors
+/// A bucket or endpoint the S3 client refuses.
+pub(crate) fn register_s3(
+    ctx: &SessionContext,
+    tables: &[TableSpec],
+    statements: &[String],
+    endpoint: Option<&str>,
+) -> Result<()> {
+    let texts = tables
+        .iter()
+        .map(|t| t.location.as_str())
+        .chain(statements.iter().map(String::as_str));
+    for bucket in s3_buckets(texts) {
+        let mut builder = AmazonS3Builder::from_env().with_bucket_name(&bucket);
+        if let Some(endpoint) = endpoint {
+            builder = builder
+                .with_endpoint(endpoint)
+                .with_allow_http(endpoint.starts_with("http://"));
+        }
+        let store = builder
+            .build()
+            .map_err(|e| anyhow::anyhow!("{}", e.to_string().replace('\n', " ")))
+            .with_context(|| format!("cannot use S3 bucket '{bucket}'"))?;
+        let url = Url::parse(&format!("s3://{bucket}"))
+            .with_context(|| format!("'{bucket}' is not a valid S3 bucket name"))?;
+        ctx.runtime_env()
+            .register_object_store(&url, std::sync::Arc::new(store));
+    }
+    Ok(())
+}
+
+/// The format of the first data object under the URL `location` (a prefix), as its
+/// store lists it; `None` if it cannot be listed or holds no data file.
+async fn format_in_store(ctx: &SessionContext, location: &str) -> Option<TableFormat> {
+    use futures::StreamExt;
+    let url = Url::parse(location).ok()?;
+    let store = ctx
+        .runtime_env()
+        .object_store_registry
+        .get_store(&url)
+        .ok()?;
+    let prefix = object_store::path::Path::from_url_path(url.path()).ok()?;
+    let mut objects = store.list(Some(&prefix));
+    while let Some(Ok(meta)) = objects.next().await {
+        if let Some(format) = TableFormat::of_name(meta.location.as_ref()) {
+            return Some(format);
+        }
+    }
+    None
+}
+
 /// Registers every table in `ctx` as a listing table (DataFusion infers Hive partitions
 /// of directories), in `format` or the one its location shows.
 ///
@@ -126,9 +203,14 @@ pub(crate) async fn register_tables(
             );
         }
         let is_dir = local && path.is_dir();
+        let listed = match format.or_else(|| TableFormat::of_name(location.trim_end_matches('/'))) {
+            None if !local && !is_glob(&location) => format_in_store(ctx, &location).await,
+            _ => None,
+        };
         let format = format
             .or_else(|| TableFormat::of_name(location.trim_end_matches('/')))
             .or_else(|| if is_dir { format_under(path) } else { None })
+            .or(listed)
             .with_context(|| {
                 format!(
                     "table '{}': cannot tell the format of '{}'; give --format parquet, csv or json",
@@ -277,6 +359,16 @@ mod tests {
         );
         assert!(split_statements("  -- nothing\n;").is_err());
         assert!(split_statements("SELECT 'open").is_err());
+    }
+
+    #[test]
+    fn buckets_named_anywhere() {
+        let texts = [
+            "s3://one/prefix/",
+            "COPY t TO 's3://two/x.parquet'; SELECT * FROM \"s3://one/y\"",
+            "s3:// and s3://three",
+        ];
+        assert_eq!(s3_buckets(texts), vec!["one", "two", "three"]);
     }
 
     #[test]

@@ -24,7 +24,7 @@ use qprof_tpch::{DatasetPaths, ScaleFactor};
 use crate::cli::{
     ExecOptions, FunctionTracking, LogOptions, QueryList, RunArgs, SqlArgs, check_dir, data_dir,
 };
-use crate::data::{register_tables, split_statements};
+use crate::data::{register_s3, register_tables, split_statements};
 
 /// The session configuration qprof runs with (and benchmarks against).
 ///
@@ -147,6 +147,12 @@ pub(crate) async fn run_sql(args: SqlArgs) -> Result<()> {
     };
     let statements = split_statements(&text)?;
     let session = session(&args.exec)?.with_url_tables();
+    register_s3(
+        session.context(),
+        &args.tables,
+        &statements,
+        args.s3_endpoint.as_deref(),
+    )?;
     register_tables(session.context(), &args.tables, args.format).await?;
     let log = keep_event_log(&args.exec.log, &session)?;
     let outcome = async {

@@ -415,6 +415,33 @@ fn every_page_renders_in_headless_chromium() {
         serde_json::from_str(&shc_ok(&server, &["--json", "-a", &app, "sql", "0"])).unwrap();
     let node_count = graph["nodes"].as_array().unwrap().len();
     assert!(node_count > 5);
+    // the scans' I/O, pruning and read concurrency reach Spark's clients as SQL metrics
+    let scan = graph["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["nodeName"] == "DataSourceExec")
+        .expect("a scan node");
+    let scan_metrics: Vec<&str> = scan["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    for name in [
+        "bytes read from storage",
+        "time of I/O wait",
+        "average read concurrency",
+        "time at read concurrency 1 (%)",
+        "number of skipped splits",
+        "number of row groups skipped by statistics",
+        "time of opening files (metadata, pruning)",
+    ] {
+        assert!(
+            scan_metrics.contains(&name),
+            "{name} not in {scan_metrics:?}"
+        );
+    }
     let stages: Value =
         serde_json::from_str(&shc_ok(&server, &["--json", "-a", &app, "stages"])).unwrap();
     let stage = stages[0]["stageId"].as_i64().unwrap();
