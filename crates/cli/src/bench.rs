@@ -15,7 +15,7 @@ use qprof_core::sampling::median;
 use qprof_datafusion::ProfilingSession;
 use qprof_datafusion::function_bench::{BenchFunction, BenchInput, Variant};
 
-use crate::cli::{FunctionsArgs, OverheadArgs, QueryList, data_dir};
+use crate::cli::{BenchSide, FunctionsArgs, OverheadArgs, QueryList, data_dir};
 use crate::run::{millis, prepare_tpch, session_config};
 
 /// A plain DataFusion context with the configuration a profiled session gets, without
@@ -72,6 +72,11 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
         .iter()
         .map(|&q| qprof_tpch::query(q).with_context(|| format!("no TPC-H query {q}")))
         .collect::<Result<_>>()?;
+    if let Some(side) = args.side {
+        return one_side(side, &plain, &profiled, &queries, &sqls, args.rounds).await;
+    }
+    let updater_cpu_before = updater_cpu();
+    let bench_start = Instant::now();
 
     // warm-up: page cache, lazy initialisation
     for (&q, sql) in queries.iter().zip(&sqls) {
@@ -149,6 +154,50 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
         totals(&profiled_times),
     );
     println!("overhead ratio: {ratio:.3}");
+    let elapsed = bench_start.elapsed().as_secs_f64();
+    let updater = (updater_cpu().saturating_sub(updater_cpu_before)) as f64 / 1e9;
+    println!(
+        "periodic updater thread: {:.2} ms cpu in {elapsed:.1} s ({:.4}% of one core)",
+        updater * 1e3,
+        100.0 * updater / elapsed.max(1e-9)
+    );
+    Ok(())
+}
+
+/// CPU time of the process's periodic updater thread so far, in nanoseconds.
+fn updater_cpu() -> u64 {
+    qprof_core::periodic::PeriodicUpdater::process().map_or(0, |u| u.thread_cpu_nanos())
+}
+
+/// Runs the queries on one side only, `rounds` times after one warm-up, and prints the
+/// totals: the form to run under a profiler such as callgrind, one side per process.
+async fn one_side(
+    side: BenchSide,
+    plain: &SessionContext,
+    profiled: &ProfilingSession,
+    queries: &[usize],
+    sqls: &[&str],
+    rounds: u32,
+) -> Result<()> {
+    let mut total = Cost::default();
+    for round in 0..=rounds {
+        for (&q, sql) in queries.iter().zip(sqls) {
+            let cost = match side {
+                BenchSide::Plain => time_plain(plain, sql).await?,
+                BenchSide::Qprof => time_profiled(profiled, q, sql).await?,
+            };
+            if round > 0 {
+                total.wall += cost.wall;
+                total.cpu += cost.cpu;
+            }
+        }
+    }
+    println!(
+        "{side:?} alone, {} queries x {rounds} rounds after a warm-up: {:.1} ms wall, {:.1} ms cpu",
+        queries.len(),
+        millis(total.wall),
+        millis(total.cpu)
+    );
     Ok(())
 }
 

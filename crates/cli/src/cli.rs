@@ -180,8 +180,21 @@ pub(crate) struct OverheadArgs {
     /// Partitions per operator; default: the number of cores.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub partitions: Option<u16>,
+    /// Run one side alone (e.g. under valgrind's callgrind, each side in its own process)
+    /// instead of both interleaved.
+    #[arg(long, value_enum)]
+    pub side: Option<BenchSide>,
     #[command(flatten)]
     pub functions: FunctionTracking,
+}
+
+/// One side of the overhead benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum BenchSide {
+    /// Plain DataFusion.
+    Plain,
+    /// DataFusion instrumented by qprof.
+    Qprof,
 }
 
 /// TPC-H query numbers, in the order given, without repeats.

@@ -10,7 +10,7 @@ use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::SessionConfig;
 use indicatif::{ProgressBar, ProgressStyle};
 use qprof_core::format;
-use qprof_core::profile::QueryProfile;
+use qprof_core::profile::{QueryProfile, names};
 use qprof_datafusion::options::{
     ADAPTIVE_CPU_SAMPLING, ADAPTIVE_MAX_OVERHEAD_PCT, QprofOptions, TRACK_CPU_USAGE,
     TRACK_CPU_USAGE_FOR_FUNCTIONS,
@@ -124,7 +124,13 @@ pub(crate) async fn run_tpch(args: RunArgs) -> Result<()> {
         let mut profiles = Vec::with_capacity(queries.len());
         for q in queries {
             let sql = qprof_tpch::query(q).with_context(|| format!("no TPC-H query {q}"))?;
-            let outcome = session.run_described(q, &format!("q{q}"), sql).await;
+            let outcome = with_progress(
+                &session,
+                q,
+                &format!("q{q}"),
+                session.run_described(q, &format!("q{q}"), sql),
+            )
+            .await;
             check_listeners(&session)?;
             let run = outcome
                 .map_err(|failure| failure.error)
@@ -159,9 +165,14 @@ pub(crate) async fn run_sql(args: SqlArgs) -> Result<()> {
         let mut profiles = Vec::new();
         let several = statements.len() > 1;
         for (i, sql) in statements.iter().enumerate() {
-            let outcome = session
-                .run_described(profiles.len() + 1, &describe_sql(sql), sql)
-                .await;
+            let id = profiles.len() + 1;
+            let outcome = with_progress(
+                &session,
+                id,
+                &format!("statement {}", i + 1),
+                session.run_described(id, &describe_sql(sql), sql),
+            )
+            .await;
             check_listeners(&session)?;
             let run = outcome.map_err(|failure| failure.error);
             let run = if several {
@@ -179,6 +190,62 @@ pub(crate) async fn run_sql(args: SqlArgs) -> Result<()> {
     }
     .await;
     end_run(&session, log.as_deref(), outcome)
+}
+
+/// How long a query runs before its progress line shows.
+const PROGRESS_AFTER: Duration = Duration::from_secs(1);
+
+/// Runs `query` (query `id` of the session) with a progress line on the terminal once it
+/// has run for a second: elapsed time, rows scanned, bytes read and the read throughput,
+/// from snapshots of its live counters. Nothing is drawn when stderr is not a terminal.
+async fn with_progress<T>(
+    session: &ProfilingSession,
+    id: usize,
+    label: &str,
+    query: impl std::future::Future<Output = T>,
+) -> T {
+    let bar = ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    let started = std::time::Instant::now();
+    let ticker = async {
+        tokio::time::sleep(PROGRESS_AFTER).await;
+        loop {
+            if let Some(profile) = session.profiler().snapshot(id) {
+                bar.set_message(progress_line(label, &profile, started.elapsed()));
+                bar.tick();
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    tokio::pin!(query);
+    let out = tokio::select! {
+        out = &mut query => out,
+        () = ticker => unreachable!("the ticker never ends"),
+    };
+    bar.finish_and_clear();
+    out
+}
+
+/// `q3  2.1 s  rows scanned 1,234,567  read 120.5 MiB (57.3 MiB/s)`.
+fn progress_line(label: &str, profile: &QueryProfile, elapsed: Duration) -> String {
+    let scans = || profile.plan.iter().filter(|n| n.name == "DataSourceExec");
+    let rows: i64 = scans().filter_map(|n| n.value(names::OUTPUT_ROWS)).sum();
+    let bytes: i64 = profile
+        .plan
+        .iter()
+        .filter_map(|n| n.value(names::READ_BYTES))
+        .sum();
+    let rate = bytes as f64 / elapsed.as_secs_f64().max(1e-3);
+    format!(
+        "{label}  {:.1} s  rows scanned {}  read {} ({}/s)",
+        elapsed.as_secs_f64(),
+        format::integer(rows),
+        format::bytes(bytes),
+        format::bytes(rate as i64)
+    )
 }
 
 fn print_profile(profile: &QueryProfile, top: usize) -> Result<()> {

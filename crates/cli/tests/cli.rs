@@ -471,3 +471,51 @@ fn event_log_flags_are_checked() {
         [format!("appstatus_{id}"), format!("events_1_{id}.zstd")]
     );
 }
+
+#[test]
+fn bench_overhead_runs_one_side_alone_or_both_with_the_updater_measured() {
+    let dir = scratch("bench");
+    let data = dir.join("data");
+    let common = [
+        "bench",
+        "overhead",
+        "--tpch",
+        "0.01",
+        "--queries",
+        "6",
+        "--rounds",
+        "1",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ];
+    for side in ["plain", "qprof"] {
+        let mut args = common.to_vec();
+        args.extend(["--side", side]);
+        let out = qprof(&args);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let expected = format!(
+            "{}{} alone, 1 queries x 1 rounds",
+            side[..1].to_uppercase(),
+            &side[1..]
+        );
+        assert!(stdout.contains(&expected), "{stdout}");
+        assert!(!stdout.contains("overhead ratio"), "{stdout}");
+    }
+    let out = qprof(&common);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("overhead ratio: "), "{stdout}");
+    assert!(stdout.contains("periodic updater thread: "), "{stdout}");
+    let mut bad = common.to_vec();
+    bad.extend(["--side", "both"]);
+    assert_one_line_error(&qprof(&bad), "both");
+}

@@ -20,8 +20,8 @@
 //! ```
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -158,6 +158,18 @@ struct Shared {
     ids: RunIds,
     next_query: AtomicUsize,
     spawned_work_attributed: bool,
+    /// Queries planned and not yet ended, for snapshots.
+    running: Mutex<Vec<RunningQuery>>,
+}
+
+/// A query between its planning and its end.
+#[derive(Debug)]
+struct RunningQuery {
+    id: usize,
+    text: String,
+    clock: Instant,
+    start_epoch_millis: u64,
+    plan: Arc<dyn ExecutionPlan>,
 }
 
 impl Drop for Shared {
@@ -209,6 +221,7 @@ impl Profiler {
                 ids: RunIds::default(),
                 next_query: AtomicUsize::new(1),
                 spawned_work_attributed,
+                running: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -319,6 +332,51 @@ impl Profiler {
         }
     }
 
+    /// The ids of the queries running now (planned, not yet ended), oldest first.
+    pub fn running_queries(&self) -> Vec<usize> {
+        self.running().iter().map(|q| q.id).collect()
+    }
+
+    /// The profile of running query `id` as of now, from its live counters: what its
+    /// operators did so far (rows, bytes read, time, memory), readable while it runs. Its
+    /// stage and task ids are provisional (the final profile gets the run's); `rows` is 0.
+    /// `None` if no query `id` is running.
+    pub fn snapshot(&self, id: usize) -> Option<QueryProfile> {
+        let (plan, info) = {
+            let running = self.running();
+            let q = running.iter().find(|q| q.id == id)?;
+            (
+                Arc::clone(&q.plan),
+                QueryInfo {
+                    id,
+                    sql: q.text.clone(),
+                    rows: 0,
+                    duration_nanos: u64::try_from(q.clock.elapsed().as_nanos()).unwrap_or(u64::MAX),
+                    start_epoch_millis: q.start_epoch_millis,
+                },
+            )
+        };
+        Some(collect_profile(&plan, info, &RunIds::default()))
+    }
+
+    fn running(&self) -> std::sync::MutexGuard<'_, Vec<RunningQuery>> {
+        self.shared
+            .running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Keeps `plan` of the started query for snapshots until the query ends.
+    fn track(&self, started: &Started, plan: &Arc<dyn ExecutionPlan>) {
+        self.running().push(RunningQuery {
+            id: started.id,
+            text: started.text.clone(),
+            clock: started.clock,
+            start_epoch_millis: started.start_epoch_millis,
+            plan: Arc::clone(plan),
+        });
+    }
+
     fn next_query_id(&self) -> usize {
         self.shared.next_query.fetch_add(1, Ordering::Relaxed)
     }
@@ -386,7 +444,10 @@ impl Profiler {
         let started = self.begin_frame(&frame, description);
         let stream = match plan(frame).await {
             Ok((plan, task_ctx)) => match execute_stream(Arc::clone(&plan), task_ctx) {
-                Ok(stream) => Ok((plan, stream)),
+                Ok(stream) => {
+                    self.track(&started, &plan);
+                    Ok((plan, stream))
+                }
                 Err(e) => Err((e, Some(plan))),
             },
             Err(e) => Err((e, None)),
@@ -441,6 +502,7 @@ impl Profiler {
             Ok(p) => p,
             Err(e) => return Err(self.end(started, None, 0, Some(e.into())).failure()),
         };
+        self.track(&started, &plan);
         let outcome = collect(Arc::clone(&plan), task_ctx).await;
         let rows = outcome.as_ref().map_or(0, |batches| {
             batches.iter().map(|b| b.num_rows() as u64).sum()
@@ -472,6 +534,7 @@ impl Profiler {
         error: Option<ProfileError>,
     ) -> Ended {
         let duration = started.clock.elapsed();
+        self.running().retain(|q| q.id != started.id);
         let profile = plan.map(|plan| {
             let mut profile = collect_profile(
                 plan,

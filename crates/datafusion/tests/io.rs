@@ -381,3 +381,42 @@ async fn copy_reports_the_files_and_bytes_on_disk_in_every_format() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_query_can_be_read_while_it_reads() {
+    let dir = temp_dir("live");
+    let file = dir.join("numbers.parquet");
+    write_numbers(&file, 2000, 200);
+    let store = CountingStore::new(Duration::from_millis(40));
+    let (profiler, ctx) = session(Arc::clone(&store), 1).await;
+    ctx.register_parquet("t", file.to_str().unwrap(), ParquetReadOptions::default())
+        .await
+        .unwrap();
+    let running = {
+        let (profiler, ctx) = (profiler.clone(), ctx.clone());
+        tokio::spawn(async move { profiler.run_sql(&ctx, "SELECT sum(x) FROM t").await })
+    };
+    // snapshots while it runs: bytes read grow and never pass the store's count
+    let mut seen = Vec::new();
+    while !running.is_finished() {
+        for id in profiler.running_queries() {
+            if let Some(snapshot) = profiler.snapshot(id) {
+                let scan = node(&snapshot, "DataSourceExec");
+                let read = value(scan, names::READ_BYTES);
+                assert!(read <= store.bytes.load(Relaxed) as i64);
+                seen.push(read);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(15)).await;
+    }
+    let run = running.await.unwrap().unwrap();
+    let last = value(node(&run.profile, "DataSourceExec"), names::READ_BYTES);
+    assert!(
+        seen.iter().any(|&b| b > 0 && b < last),
+        "no snapshot caught the scan mid-way: {seen:?} of {last}"
+    );
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+    assert!(profiler.running_queries().is_empty());
+    assert!(profiler.snapshot(run.profile.id).is_none());
+    let _ = std::fs::remove_dir_all(&dir);
+}
