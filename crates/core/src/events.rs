@@ -95,7 +95,8 @@ pub struct QueryEnd {
     pub description: String,
     /// The query text (SQL, or the logical plan of a DataFrame).
     pub text: String,
-    /// The executed physical plan as indented text; empty if it was never planned.
+    /// The executed physical plan as indented text; empty if it was never planned (or
+    /// nobody listened when the query ended).
     pub plan_text: String,
     /// Start, epoch ms.
     pub start_epoch_millis: u64,
@@ -263,6 +264,11 @@ impl EventBus {
             .unwrap_or_else(PoisonError::into_inner)
             .push(listener);
         caught_up
+    }
+
+    /// Whether any listener is registered: what only listeners read need not be made.
+    pub fn has_listeners(&self) -> bool {
+        !read(&self.listeners).is_empty()
     }
 
     /// Whether the application started.

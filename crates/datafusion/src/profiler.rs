@@ -560,7 +560,12 @@ impl Profiler {
             id: started.id,
             description: started.description,
             text: started.text,
-            plan_text: plan.map(plan_text).unwrap_or_default(),
+            // rendering a plan costs as much as a third of collecting its profile: only
+            // for listeners
+            plan_text: plan
+                .filter(|_| self.shared.bus.has_listeners())
+                .map(plan_text)
+                .unwrap_or_default(),
             start_epoch_millis: started.start_epoch_millis,
             end_epoch_millis: epoch_millis(),
             profile,
