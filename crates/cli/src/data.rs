@@ -203,20 +203,19 @@ pub(crate) async fn register_tables(
             );
         }
         let is_dir = local && path.is_dir();
-        let listed = match format.or_else(|| TableFormat::of_name(location.trim_end_matches('/'))) {
+        // told, or named, or found: the first data file of a directory or an S3 prefix
+        let format = match format.or_else(|| TableFormat::of_name(location.trim_end_matches('/'))) {
+            Some(format) => Some(format),
+            None if is_dir => format_under(path),
             None if !local && !is_glob(&location) => format_in_store(ctx, &location).await,
-            _ => None,
+            None => None,
         };
-        let format = format
-            .or_else(|| TableFormat::of_name(location.trim_end_matches('/')))
-            .or_else(|| if is_dir { format_under(path) } else { None })
-            .or(listed)
-            .with_context(|| {
-                format!(
-                    "table '{}': cannot tell the format of '{}'; give --format parquet, csv or json",
-                    table.name, table.location
-                )
-            })?;
+        let format = format.with_context(|| {
+            format!(
+                "table '{}': cannot tell the format of '{}'; give --format parquet, csv or json",
+                table.name, table.location
+            )
+        })?;
         if is_dir && !location.ends_with('/') {
             location.push('/');
         }

@@ -124,7 +124,7 @@ impl Source for IntervalAverage {
 /// on `updater` until [`IoCounters::stop`].
 pub struct IoCounters {
     updater: Arc<PeriodicUpdater>,
-    read_requests: Arc<AtomicU64>,
+    read_requests: AtomicU64,
     read_bytes: Arc<AtomicU64>,
     read_nanos: AtomicU64,
     tier_bytes: [AtomicU64; 3],
@@ -170,7 +170,7 @@ impl IoCounters {
                 i64::try_from(bytes_source.load(Relaxed)).unwrap_or(i64::MAX)
             })),
             updater: Arc::clone(updater),
-            read_requests: Arc::new(AtomicU64::new(0)),
+            read_requests: AtomicU64::new(0),
             read_bytes,
             read_nanos: AtomicU64::new(0),
             tier_bytes: Default::default(),

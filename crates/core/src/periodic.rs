@@ -361,10 +361,6 @@ impl PeriodicUpdater {
         self.clock.ticks_to_nanos(self.clock.now_ticks())
     }
 
-    fn now(&self) -> u64 {
-        self.now_nanos()
-    }
-
     fn add<C: Periodic + 'static>(&self, counter: Arc<C>) -> Arc<C> {
         let weak: Weak<dyn Periodic> = Arc::downgrade(&counter) as Weak<dyn Periodic>;
         lock(&self.counters).push(weak);
@@ -376,7 +372,7 @@ impl PeriodicUpdater {
         let first_value = source.read();
         self.add(Arc::new(RateCounter {
             source,
-            start_nanos: self.now(),
+            start_nanos: self.now_nanos(),
             first_value,
             rate_milli: AtomicI64::new(0),
             samples: AtomicU64::new(0),
@@ -421,7 +417,7 @@ impl PeriodicUpdater {
 
     /// Samples every live, running counter now.
     pub fn tick(&self) {
-        let now = self.now();
+        let now = self.now_nanos();
         let live: Vec<Arc<dyn Periodic>> = {
             let mut counters = lock(&self.counters);
             counters.retain(|w| w.upgrade().is_some_and(|c| !c.stopped()));
@@ -435,7 +431,7 @@ impl PeriodicUpdater {
     /// Stops `counter`: no later tick samples it, and if no tick sampled it yet it takes
     /// one sample now, so short-lived sources are not reported as idle.
     pub fn stop<C: Stoppable + ?Sized>(&self, counter: &C) {
-        counter.stop_at(self.now());
+        counter.stop_at(self.now_nanos());
     }
 
     /// Counters currently registered and running.

@@ -68,24 +68,20 @@ struct OperatorSnapshot {
 
 impl OperatorSnapshot {
     fn of(exec: &ProfiledExec) -> Self {
+        let stats = exec.stats();
+        let executed = stats.executed_tasks();
+        let io_of =
+            |p: Option<usize>, c: &OperatorTaskCounters| c.io().map(|io| (p, io.snapshot()));
         Self {
-            stage: exec.stats().stage(),
-            tasks: exec
-                .stats()
-                .executed_tasks()
-                .into_iter()
-                .map(|(p, c)| (p, c.snapshot()))
-                .collect(),
-            spawned: Some(exec.stats().spawned.snapshot())
+            stage: stats.stage(),
+            tasks: executed.iter().map(|(p, c)| (*p, c.snapshot())).collect(),
+            spawned: Some(stats.spawned.snapshot())
                 .filter(|s| *s != OperatorTaskSnapshot::default()),
-            peak: exec.stats().memory.peak(),
-            io: exec
-                .stats()
-                .executed_tasks()
-                .into_iter()
-                .map(|(p, c)| (Some(p), c))
-                .chain(std::iter::once((None, Arc::clone(&exec.stats().spawned))))
-                .filter_map(|(p, c)| c.io().map(|io| (p, io.snapshot())))
+            peak: stats.memory.peak(),
+            io: executed
+                .iter()
+                .filter_map(|(p, c)| io_of(Some(*p), c))
+                .chain(io_of(None, &stats.spawned))
                 .collect(),
         }
     }
