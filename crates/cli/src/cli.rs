@@ -76,6 +76,29 @@ pub(crate) struct FunctionTracking {
     pub adaptive_cpu_sampling_max_overhead_pct: Option<String>,
 }
 
+/// A read cache's disk tier: `--cache-disk DIR:SIZE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DiskCache {
+    /// Where the cache keeps its files.
+    pub dir: PathBuf,
+    /// How many bytes it may use there.
+    pub bytes: usize,
+}
+
+fn parse_cache_disk(s: &str) -> Result<DiskCache, String> {
+    let usage = "(e.g. /var/cache/qprof:10G)";
+    let Some((dir, size)) = s.rsplit_once(':') else {
+        return Err(format!("'{s}' is not DIR:SIZE {usage}"));
+    };
+    if dir.is_empty() {
+        return Err(format!("'{s}' names no directory {usage}"));
+    }
+    Ok(DiskCache {
+        dir: PathBuf::from(dir),
+        bytes: parse_size(size)?,
+    })
+}
+
 /// Options shared by the commands that execute queries.
 #[derive(Debug, Args)]
 pub(crate) struct ExecOptions {
@@ -95,6 +118,14 @@ pub(crate) struct ExecOptions {
     /// Where operators spill (default: the system's temporary directory).
     #[arg(long, value_name = "DIR")]
     pub spill_dir: Option<PathBuf>,
+    /// Keep what the tables' storage serves in a read cache in memory of this size, e.g.
+    /// 256M: queries that read it again read RAM (ramReadBytes).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub cache_memory: Option<usize>,
+    /// A read cache tier on local disk, as DIR:SIZE (e.g. /var/cache/qprof:10G), behind the
+    /// memory tier (--cache-memory, default 64M) and kept for later runs (localReadBytes).
+    #[arg(long, value_name = "DIR:SIZE", value_parser = parse_cache_disk)]
+    pub cache_disk: Option<DiskCache>,
     #[command(flatten)]
     pub functions: FunctionTracking,
     #[command(flatten)]

@@ -15,7 +15,10 @@ use qprof_datafusion::options::{
     ADAPTIVE_CPU_SAMPLING, ADAPTIVE_MAX_OVERHEAD_PCT, QprofOptions, TRACK_CPU_USAGE,
     TRACK_CPU_USAGE_FOR_FUNCTIONS,
 };
-use qprof_datafusion::{ProfilingSession, describe_sql, error_line};
+use qprof_datafusion::read_cache::DEFAULT_MEMORY_BYTES;
+use qprof_datafusion::{
+    Profiler, ProfilingSession, ReadCache, ReadCacheConfig, describe_sql, error_line,
+};
 use qprof_eventlog::listener::EventLogListener;
 use qprof_eventlog::profile_json::ProfilesDocument;
 use qprof_eventlog::writer::{DEFAULT_ROLL_BYTES, LogConfig};
@@ -91,8 +94,9 @@ pub(crate) fn prepare_tpch(sf: &ScaleFactor, dir: &Path) -> Result<DatasetPaths>
     Ok(paths)
 }
 
-/// A profiling session with the options' configuration, memory limit and spill directory.
-fn session(exec: &ExecOptions) -> Result<ProfilingSession> {
+/// A profiling session with the options' configuration, memory limit, spill directory
+/// and read cache.
+async fn session(exec: &ExecOptions) -> Result<ProfilingSession> {
     let config = session_config(exec.partitions, &exec.functions)?;
     let mut runtime = RuntimeEnvBuilder::new();
     if let Some(limit) = exec.memory_limit {
@@ -108,11 +112,34 @@ fn session(exec: &ExecOptions) -> Result<ProfilingSession> {
         .build_arc()
         .map_err(|e| anyhow::anyhow!("{}", error_line(&e)))
         .context("cannot set up the runtime")?;
-    Ok(ProfilingSession::with_runtime(config, runtime))
+    let profiler = match read_cache_config(exec) {
+        None => Profiler::new(),
+        Some(cache) => Profiler::with_read_cache(
+            ReadCache::open(cache)
+                .await
+                .context("cannot open the read cache")?,
+        ),
+    };
+    Ok(ProfilingSession::with_profiler(profiler, config, runtime))
+}
+
+/// The read cache the options ask for, if any.
+fn read_cache_config(exec: &ExecOptions) -> Option<ReadCacheConfig> {
+    let memory = exec.cache_memory.map(|bytes| bytes as u64);
+    if memory.is_none() && exec.cache_disk.is_none() {
+        return None;
+    }
+    Some(ReadCacheConfig {
+        memory_bytes: memory.unwrap_or(DEFAULT_MEMORY_BYTES),
+        disk: exec
+            .cache_disk
+            .as_ref()
+            .map(|disk| (disk.dir.clone(), disk.bytes as u64)),
+    })
 }
 
 pub(crate) async fn run_tpch(args: RunArgs) -> Result<()> {
-    let session = session(&args.exec)?;
+    let session = session(&args.exec).await?;
     let dir = data_dir(args.data_dir.as_ref(), &args.tpch);
     let paths = prepare_tpch(&args.tpch, &dir)?;
     qprof_tpch::register_all(session.context(), &paths)
@@ -141,7 +168,7 @@ pub(crate) async fn run_tpch(args: RunArgs) -> Result<()> {
         summarize(&profiles, &args.exec)
     }
     .await;
-    end_run(&session, log.as_deref(), outcome)
+    end_run(&session, log.as_deref(), outcome).await
 }
 
 pub(crate) async fn run_sql(args: SqlArgs) -> Result<()> {
@@ -152,7 +179,7 @@ pub(crate) async fn run_sql(args: SqlArgs) -> Result<()> {
         (None, None) => bail!("give SQL to run, or -f FILE"),
     };
     let statements = split_statements(&text)?;
-    let session = session(&args.exec)?.with_url_tables();
+    let session = session(&args.exec).await?.with_url_tables();
     register_s3(
         session.context(),
         &args.tables,
@@ -189,7 +216,7 @@ pub(crate) async fn run_sql(args: SqlArgs) -> Result<()> {
         summarize(&profiles, &args.exec)
     }
     .await;
-    end_run(&session, log.as_deref(), outcome)
+    end_run(&session, log.as_deref(), outcome).await
 }
 
 /// How long a query runs before its progress line shows.
@@ -295,12 +322,17 @@ fn check_listeners(session: &ProfilingSession) -> Result<()> {
     }
 }
 
-/// Ends the application, successful if `outcome` is; says where its log is.
-fn end_run(
+/// Ends the application, successful if `outcome` is, after the read cache (if any) has
+/// written what it keeps on disk; says where its log is.
+async fn end_run(
     session: &ProfilingSession,
     log: Option<&EventLogListener>,
     outcome: Result<()>,
 ) -> Result<()> {
+    let closed = match session.profiler().read_cache() {
+        Some(cache) => cache.close().await.context("cannot close the read cache"),
+        None => Ok(()),
+    };
     let ended = session
         .profiler()
         .finish(i32::from(outcome.is_err()))
@@ -308,6 +340,7 @@ fn end_run(
         .context("cannot finish the event log");
     outcome?;
     ended?;
+    closed?;
     if let Some(dir) = log.and_then(EventLogListener::log_dir) {
         println!("event log written to {}", dir.display());
     }

@@ -162,6 +162,36 @@ fn data_access_flags_are_checked() {
             &["run", "--tpch", "0.01", "--memory-limit", "5Q"],
             "not a size",
         ),
+        (
+            &["sql", "SELECT 1", "--cache-memory", "0"],
+            "not a positive size",
+        ),
+        (
+            &["sql", "SELECT 1", "--cache-memory", "100K"],
+            "memory tier needs at least",
+        ),
+        (&["sql", "SELECT 1", "--cache-disk", "2G"], "not DIR:SIZE"),
+        (
+            &["sql", "SELECT 1", "--cache-disk", ":2G"],
+            "names no directory",
+        ),
+        (
+            &["sql", "SELECT 1", "--cache-disk", "/tmp/c:lots"],
+            "not a size",
+        ),
+        (
+            &[
+                "sql",
+                "SELECT 1",
+                "--cache-disk",
+                "/tmp/qprof-tiny-cache:1M",
+            ],
+            "disk tier needs at least",
+        ),
+        (
+            &["sql", "SELECT 1", "--cache-disk", "/proc/version/cache:1G"],
+            "cannot use /proc/version/cache",
+        ),
     ];
     for (args, needle) in cases {
         let out = qprof(args);
@@ -518,4 +548,98 @@ fn bench_overhead_runs_one_side_alone_or_both_with_the_updater_measured() {
     let mut bad = common.to_vec();
     bad.extend(["--side", "both"]);
     assert_one_line_error(&qprof(&bad), "both");
+}
+
+/// The bytes of one tier of the first scan of each query in a profiles document.
+fn scan_tier_bytes(profiles: &Path, metric: &str) -> Vec<i64> {
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(profiles).unwrap()).unwrap();
+    fn find<'a>(node: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
+        if node["name"] == name {
+            return Some(node);
+        }
+        node["children"]
+            .as_array()?
+            .iter()
+            .find_map(|c| find(c, name))
+    }
+    doc["queries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|profile| {
+            let scan = find(&profile["plan"], "DataSourceExec").expect("a scan");
+            scan["metrics"][metric]["value"].as_i64().unwrap_or(0)
+        })
+        .collect()
+}
+
+#[test]
+fn a_read_cache_serves_repeated_scans_from_ram_then_later_runs_from_disk() {
+    let dir = scratch("cache");
+    // several cache chunks: the columns queried first, incompressible doubles after them,
+    // the footer (which registering the table reads) last
+    let parquet = dir.join("t.parquet");
+    let out = qprof(&[
+        "sql",
+        &format!(
+            "COPY (SELECT v AS b, v % 7 AS a, random() AS r FROM generate_series(1, 600000) AS s(v)) \
+             TO '{}' STORED AS PARQUET",
+            parquet.display()
+        ),
+        "--no-event-log",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(std::fs::metadata(&parquet).unwrap().len() > 3 << 20);
+    let query = "SELECT sum(b) FROM t WHERE a = 3";
+    let table = format!("t={}", parquet.display());
+    let cache_disk = format!("{}:32M", dir.join("cache").display());
+    let profiles = dir.join("profiles.json");
+    let run = |sql: &str, extra: &[&str]| {
+        let mut args = vec![
+            "sql",
+            sql,
+            "--table",
+            &table,
+            "--no-event-log",
+            "--profile-out",
+            profiles.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let out = qprof(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let tiers = |m| scan_tier_bytes(&profiles, m);
+        (
+            tiers("storageReadBytes"),
+            tiers("localReadBytes"),
+            tiers("ramReadBytes"),
+            tiers("readBytes"),
+        )
+    };
+
+    // the same query twice in one process: the second reads RAM
+    let (storage, local, ram, read) = run(&format!("{query}; {query}"), &["--cache-memory", "16M"]);
+    assert!(read[0] > 0 && read[0] == read[1], "{read:?}");
+    assert!(storage[0] > 0 && storage[1] < storage[0], "{storage:?}");
+    assert!(ram[1] > 0, "{ram:?}");
+    assert_eq!(local, [0, 0]);
+    for q in 0..2 {
+        assert_eq!(storage[q] + local[q] + ram[q], read[q], "query {}", q + 1);
+    }
+
+    // a disk tier outlives its process: the next run reads local disk, not storage
+    let (storage, ..) = run(query, &["--cache-disk", &cache_disk]);
+    assert!(storage[0] > 0, "a cold cache reads storage");
+    let (storage, local, ram, read) = run(query, &["--cache-disk", &cache_disk]);
+    assert_eq!(storage, [0]);
+    assert!(local[0] > 0, "{local:?}");
+    assert_eq!(local[0] + ram[0], read[0]);
 }

@@ -8,6 +8,9 @@
 //! counted by the range handed out, and its time ends there: the reading of an open file
 //! is the scan's own work. Requests made outside any operator (schema inference, listing
 //! files while planning) are not counted.
+//!
+//! With a [`ReadCache`], plain reads (no conditions, no version) go through it, and each
+//! read's bytes are counted by the tier that served them.
 
 use std::fmt;
 use std::ops::Range;
@@ -19,11 +22,12 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use datafusion::common::Result as DfResult;
 use datafusion::execution::object_store::ObjectStoreRegistry;
+use datafusion::object_store::GetRange;
 use datafusion::object_store::path::Path;
 use datafusion::object_store::{
-    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
-    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
-    UploadPart,
+    Attributes, CopyOptions, Error, GetOptions, GetResult, GetResultPayload, ListResult,
+    MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload,
+    PutResult, RenameOptions, Result, UploadPart,
 };
 use futures::stream::BoxStream;
 use futures::{FutureExt, Stream, StreamExt};
@@ -31,6 +35,8 @@ use qprof_core::attribution;
 use qprof_core::io::{IoCounters, ReadInFlight, StorageTier};
 use qprof_core::periodic::PeriodicUpdater;
 use url::Url;
+
+use crate::read_cache::{ReadCache, TierBytes};
 
 /// The updater the I/O counters of every session register with: the process's, or, if its
 /// thread could not be started, one of their own that only samples at stop.
@@ -54,15 +60,92 @@ fn metadata_request(updater: &Arc<PeriodicUpdater>) {
     }
 }
 
-/// An object store whose requests are counted in the operator tasks that make them.
+/// A read cache and the name the store has in its keys (its URL's scheme and authority).
+#[derive(Debug, Clone)]
+pub(crate) struct CacheSlot {
+    cache: Arc<ReadCache>,
+    store_key: String,
+}
+
+impl CacheSlot {
+    fn forget(&self, location: &Path) {
+        self.cache.forget(&self.store_key, location);
+    }
+}
+
+/// An object store whose requests are counted in the operator tasks that make them, and
+/// whose plain reads go through a read cache if it has one.
 pub(crate) struct ProfiledObjectStore {
     inner: Arc<dyn ObjectStore>,
     updater: Arc<PeriodicUpdater>,
+    cache: Option<CacheSlot>,
 }
 
 impl ProfiledObjectStore {
-    pub(crate) fn new(inner: Arc<dyn ObjectStore>, updater: Arc<PeriodicUpdater>) -> Self {
-        Self { inner, updater }
+    pub(crate) fn new(
+        inner: Arc<dyn ObjectStore>,
+        updater: Arc<PeriodicUpdater>,
+        cache: Option<CacheSlot>,
+    ) -> Self {
+        Self {
+            inner,
+            updater,
+            cache,
+        }
+    }
+
+    /// The cache, if this read can be served from it: a plain read, without conditions or
+    /// a version.
+    fn cache_for(&self, options: &GetOptions) -> Option<&CacheSlot> {
+        let plain = !options.head
+            && options.if_match.is_none()
+            && options.if_none_match.is_none()
+            && options.if_modified_since.is_none()
+            && options.if_unmodified_since.is_none()
+            && options.version.is_none();
+        self.cache.as_ref().filter(|_| plain)
+    }
+
+    /// A plain read through the cache, counted by tier in the current task (if any).
+    async fn cached_get(
+        &self,
+        slot: &CacheSlot,
+        location: &Path,
+        range: Option<GetRange>,
+        io: Option<Arc<IoCounters>>,
+    ) -> Result<GetResult> {
+        let read = io.as_ref().map(IoCounters::begin_read);
+        let meta = slot
+            .cache
+            .meta(&self.inner, &slot.store_key, location)
+            .await?;
+        let range = match range {
+            None => 0..meta.size,
+            Some(range) => range.as_range(meta.size).map_err(|err| Error::Generic {
+                store: "read cache",
+                source: Box::new(err),
+            })?,
+        };
+        let (bytes, tiers) = slot
+            .cache
+            .read(&self.inner, &slot.store_key, &meta, range.clone())
+            .await?;
+        if let Some(read) = read {
+            deliver(&read, tiers);
+            read.finish();
+        }
+        Ok(GetResult {
+            payload: GetResultPayload::Stream(futures::stream::once(async { Ok(bytes) }).boxed()),
+            meta,
+            range,
+            attributes: Attributes::default(),
+        })
+    }
+}
+
+fn deliver(read: &ReadInFlight, tiers: TierBytes) {
+    for (tier, bytes) in tiers.by_tier() {
+        read.delivered(bytes, tier);
     }
 }
 
@@ -89,6 +172,9 @@ impl ObjectStore for ProfiledObjectStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
+        if let Some(slot) = &self.cache {
+            slot.forget(location);
+        }
         let io = current_io(&self.updater);
         let bytes = payload.content_length() as u64;
         let started = io.as_ref().map(|io| io.now_nanos());
@@ -107,6 +193,9 @@ impl ObjectStore for ProfiledObjectStore {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
+        if let Some(slot) = &self.cache {
+            slot.forget(location);
+        }
         let io = current_io(&self.updater);
         let upload = self.inner.put_multipart_opts(location, opts).await?;
         Ok(match io {
@@ -116,6 +205,10 @@ impl ObjectStore for ProfiledObjectStore {
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        if let Some(slot) = self.cache_for(&options) {
+            let io = current_io(&self.updater);
+            return self.cached_get(slot, location, options.range, io).await;
+        }
         let Some(io) = current_io(&self.updater) else {
             return self.inner.get_opts(location, options).await;
         };
@@ -143,6 +236,28 @@ impl ObjectStore for ProfiledObjectStore {
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        if let Some(slot) = &self.cache {
+            let read = current_io(&self.updater).map(|io| io.begin_read());
+            let meta = slot
+                .cache
+                .meta(&self.inner, &slot.store_key, location)
+                .await?;
+            let reads = ranges.iter().map(|range| {
+                slot.cache
+                    .read(&self.inner, &slot.store_key, &meta, range.clone())
+            });
+            let mut parts = Vec::with_capacity(ranges.len());
+            let mut tiers = TierBytes::default();
+            for (bytes, read_tiers) in futures::future::try_join_all(reads).await? {
+                parts.push(bytes);
+                tiers += read_tiers;
+            }
+            if let Some(read) = read {
+                deliver(&read, tiers);
+                read.finish();
+            }
+            return Ok(parts);
+        }
         let Some(io) = current_io(&self.updater) else {
             return self.inner.get_ranges(location, ranges).await;
         };
@@ -159,6 +274,16 @@ impl ObjectStore for ProfiledObjectStore {
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
         metadata_request(&self.updater);
+        let locations = match self.cache.clone() {
+            None => locations,
+            Some(slot) => locations
+                .inspect(move |location| {
+                    if let Ok(location) = location {
+                        slot.forget(location);
+                    }
+                })
+                .boxed(),
+        };
         self.inner.delete_stream(locations)
     }
 
@@ -183,11 +308,18 @@ impl ObjectStore for ProfiledObjectStore {
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
         metadata_request(&self.updater);
+        if let Some(slot) = &self.cache {
+            slot.forget(to);
+        }
         self.inner.copy_opts(from, to, options).await
     }
 
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
         metadata_request(&self.updater);
+        if let Some(slot) = &self.cache {
+            slot.forget(from);
+            slot.forget(to);
+        }
         self.inner.rename_opts(from, to, options).await
     }
 }
@@ -264,27 +396,38 @@ type Wrapped = (Arc<dyn ObjectStore>, Arc<dyn ObjectStore>);
 pub(crate) struct ProfilingObjectStoreRegistry {
     inner: Arc<dyn ObjectStoreRegistry>,
     updater: Arc<PeriodicUpdater>,
+    cache: Option<Arc<ReadCache>>,
     /// A handful per session.
     wrapped: Mutex<Vec<Wrapped>>,
 }
 
 impl ProfilingObjectStoreRegistry {
-    pub(crate) fn new(inner: Arc<dyn ObjectStoreRegistry>, updater: Arc<PeriodicUpdater>) -> Self {
+    pub(crate) fn new(
+        inner: Arc<dyn ObjectStoreRegistry>,
+        updater: Arc<PeriodicUpdater>,
+        cache: Option<Arc<ReadCache>>,
+    ) -> Self {
         Self {
             inner,
             updater,
+            cache,
             wrapped: Mutex::new(Vec::new()),
         }
     }
 
-    fn wrap(&self, store: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
+    fn wrap(&self, url: &Url, store: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
         let mut wrapped = self.wrapped.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((_, wrapper)) = wrapped.iter().find(|(s, _)| Arc::ptr_eq(s, &store)) {
             return Arc::clone(wrapper);
         }
+        let cache = self.cache.as_ref().map(|cache| CacheSlot {
+            cache: Arc::clone(cache),
+            store_key: format!("{}://{}", url.scheme(), url.authority()),
+        });
         let wrapper: Arc<dyn ObjectStore> = Arc::new(ProfiledObjectStore::new(
             Arc::clone(&store),
             Arc::clone(&self.updater),
+            cache,
         ));
         wrapped.push((store, Arc::clone(&wrapper)));
         wrapper
@@ -313,6 +456,6 @@ impl ObjectStoreRegistry for ProfilingObjectStoreRegistry {
     }
 
     fn get_store(&self, url: &Url) -> DfResult<Arc<dyn ObjectStore>> {
-        Ok(self.wrap(self.inner.get_store(url)?))
+        Ok(self.wrap(url, self.inner.get_store(url)?))
     }
 }

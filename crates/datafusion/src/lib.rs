@@ -20,6 +20,10 @@
 //!   the listeners of the profiler's [`qprof_core::events::EventBus`] (e.g. the Spark event
 //!   log of `qprof-eventlog`).
 //!
+//! - Every object store the session reads and writes through is wrapped: requests, bytes
+//!   (by storage tier, with an optional [`ReadCache`]), read time, I/O wait and read
+//!   concurrency are counted per operator task.
+//!
 //! [`ProfilingSession`] puts a profiler and a `SessionContext` together.
 #![deny(missing_docs)]
 
@@ -36,6 +40,7 @@ mod native_metrics;
 pub mod options;
 mod planner;
 mod profiler;
+pub mod read_cache;
 mod rule;
 mod scalar_functions;
 mod session;
@@ -47,4 +52,5 @@ pub use profiler::{
     ProfileError, ProfiledQuery, Profiler, QueryFailure, QueryStream, describe_sql, error_line,
     plan_text,
 };
+pub use read_cache::{ReadCache, ReadCacheConfig};
 pub use session::ProfilingSession;

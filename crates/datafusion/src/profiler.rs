@@ -48,6 +48,7 @@ use crate::io::{ProfilingObjectStoreRegistry, process_updater};
 use crate::memory::AttributingPool;
 use crate::options::QprofOptions;
 use crate::planner::ProfilingQueryPlanner;
+use crate::read_cache::ReadCache;
 use crate::rule::ProfilingRule;
 use crate::spawn::install_spawn_attribution;
 
@@ -160,6 +161,8 @@ struct Shared {
     spawned_work_attributed: bool,
     /// Queries planned and not yet ended, for snapshots.
     running: Mutex<Vec<RunningQuery>>,
+    /// The cache the object stores of instrumented sessions read through.
+    read_cache: Option<Arc<ReadCache>>,
 }
 
 /// A query between its planning and its end.
@@ -212,6 +215,17 @@ impl Profiler {
     /// A profiler without listeners. Installs the spawn tracer (once per process) and
     /// measures the timer costs function tracking budgets with (once per process).
     pub fn new() -> Profiler {
+        Profiler::with_cache(None)
+    }
+
+    /// A profiler whose instrumented sessions read their object stores through `cache`
+    /// (which sessions of other profilers may share); each scan's bytes are then counted
+    /// by the tier that served them.
+    pub fn with_read_cache(cache: Arc<ReadCache>) -> Profiler {
+        Profiler::with_cache(Some(cache))
+    }
+
+    fn with_cache(read_cache: Option<Arc<ReadCache>>) -> Profiler {
         let spawned_work_attributed = install_spawn_attribution();
         // measured once per process; better now than inside the first query
         let _ = timer_costs();
@@ -222,6 +236,7 @@ impl Profiler {
                 next_query: AtomicUsize::new(1),
                 spawned_work_attributed,
                 running: Mutex::new(Vec::new()),
+                read_cache,
             }),
         }
     }
@@ -244,6 +259,11 @@ impl Profiler {
     /// written). Queries are not failed by their listeners.
     pub fn take_listener_failures(&self) -> Vec<ListenerFailure> {
         self.shared.bus.take_failures()
+    }
+
+    /// The read cache instrumented sessions read through, if the profiler has one.
+    pub fn read_cache(&self) -> Option<&Arc<ReadCache>> {
+        self.shared.read_cache.as_ref()
     }
 
     /// Whether work that operators run on spawned tasks is attributed to them. It is not
@@ -297,6 +317,7 @@ impl Profiler {
                 object_store_registry: Arc::new(ProfilingObjectStoreRegistry::new(
                     Arc::clone(&runtime.object_store_registry),
                     process_updater(),
+                    self.shared.read_cache.clone(),
                 )),
                 ..RuntimeEnv::clone(&runtime)
             })

@@ -36,7 +36,16 @@ impl ProfilingSession {
 
     /// A profiling session with `config` and `runtime` (memory pool, disk manager, …).
     pub fn with_runtime(config: SessionConfig, runtime: Arc<RuntimeEnv>) -> Self {
-        let profiler = Profiler::new();
+        Self::with_profiler(Profiler::new(), config, runtime)
+    }
+
+    /// A session with `config` and `runtime` instrumented by `profiler` (e.g. one made
+    /// with [`Profiler::with_read_cache`]).
+    pub fn with_profiler(
+        profiler: Profiler,
+        config: SessionConfig,
+        runtime: Arc<RuntimeEnv>,
+    ) -> Self {
         let builder = SessionStateBuilder::new()
             .with_config(config)
             .with_runtime_env(runtime)

@@ -30,7 +30,8 @@ use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use futures::stream::BoxStream;
 use qprof_core::metric::TaskValue;
 use qprof_core::profile::{ProfileNode, QueryProfile, names};
-use qprof_datafusion::Profiler;
+use qprof_datafusion::read_cache::CHUNK_BYTES;
+use qprof_datafusion::{Profiler, ReadCache, ReadCacheConfig};
 
 /// A store in front of the local file system that counts what it serves and can make
 /// every read take a fixed time.
@@ -164,13 +165,20 @@ fn row_groups_excluding(path: &FsPath, bound: i64) -> (usize, usize) {
 }
 
 async fn session(store: Arc<CountingStore>, partitions: usize) -> (Profiler, SessionContext) {
+    session_of(Profiler::new(), store, partitions).await
+}
+
+async fn session_of(
+    profiler: Profiler,
+    store: Arc<CountingStore>,
+    partitions: usize,
+) -> (Profiler, SessionContext) {
     let runtime = RuntimeEnv::default();
     runtime.register_object_store(&url::Url::parse("file://").unwrap(), store);
     let config = SessionConfig::new()
         .with_target_partitions(partitions)
         // no footer reads while planning: every read of a query is the scan's
         .set_bool("datafusion.execution.collect_statistics", false);
-    let profiler = Profiler::new();
     let state = profiler
         .instrument(
             SessionStateBuilder::new()
@@ -418,5 +426,173 @@ async fn a_running_query_can_be_read_while_it_reads() {
     assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
     assert!(profiler.running_queries().is_empty());
     assert!(profiler.snapshot(run.profile.id).is_none());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The scan's bytes by tier: storage, local disk, RAM.
+fn tiers(scan: &ProfileNode) -> [i64; 3] {
+    [
+        value(scan, names::STORAGE_READ_BYTES),
+        value(scan, names::LOCAL_READ_BYTES),
+        value(scan, names::RAM_READ_BYTES),
+    ]
+}
+
+/// Runs the cache tests' query, checks its answer, and returns its scan.
+async fn cached_scan(profiler: &Profiler, ctx: &SessionContext, file: &FsPath) -> ProfileNode {
+    if ctx.table_exist("t").unwrap() {
+        ctx.deregister_table("t").unwrap();
+    }
+    ctx.register_parquet("t", file.to_str().unwrap(), ParquetReadOptions::default())
+        .await
+        .unwrap();
+    let run = profiler
+        .run_sql(ctx, "SELECT count(*), sum(x) FROM t WHERE x < 120000")
+        .await
+        .unwrap();
+    let column = |i: usize| {
+        run.batches[0]
+            .column(i)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap()
+            .value(0)
+    };
+    // bytes put together from chunks decode to the right answer
+    assert_eq!((column(0), column(1)), (120_000, 120_000 * 119_999 / 2));
+    node(&run.profile, "DataSourceExec").clone()
+}
+
+/// A file of several cache chunks: 400 000 numbers, uncompressed, in 8 row groups.
+fn chunked_file(dir: &FsPath) -> PathBuf {
+    let file = dir.join("numbers.parquet");
+    write_numbers(&file, 400_000, 50_000);
+    let size = std::fs::metadata(&file).unwrap().len();
+    assert!(size > 2 * CHUNK_BYTES, "{size} bytes is not several chunks");
+    file
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_cache_serves_a_repeated_scan_from_ram_and_the_tiers_add_up() {
+    let dir = temp_dir("ram-cache");
+    let file = chunked_file(&dir);
+    let store = CountingStore::new(Duration::ZERO);
+
+    // what the scan asks for, as the store serves it without a cache
+    let (plain, ctx) = session(Arc::clone(&store), 2).await;
+    let asked = value(&cached_scan(&plain, &ctx, &file).await, names::READ_BYTES);
+    assert!(asked > 0);
+
+    let cache = ReadCache::open(ReadCacheConfig {
+        memory_bytes: 64 << 20,
+        disk: None,
+    })
+    .await
+    .unwrap();
+    let (profiler, ctx) = session_of(Profiler::with_read_cache(cache), Arc::clone(&store), 2).await;
+    store.reset();
+    let first = cached_scan(&profiler, &ctx, &file).await;
+    assert_eq!(value(&first, names::READ_BYTES), asked);
+    assert_eq!(
+        tiers(&first).iter().sum::<i64>(),
+        asked,
+        "{:?}",
+        tiers(&first)
+    );
+    assert!(tiers(&first)[0] > 0);
+    assert_eq!(tiers(&first)[1], 0, "no disk tier");
+    // the store served whole chunks of the parts the scan read
+    let served = store.bytes.load(Relaxed) as i64;
+    assert!(served >= tiers(&first)[0], "{served}");
+
+    store.reset();
+    let second = cached_scan(&profiler, &ctx, &file).await;
+    assert_eq!(value(&second, names::READ_BYTES), asked);
+    assert_eq!(tiers(&second), [0, 0, asked]);
+    assert_eq!(store.bytes.load(Relaxed), 0, "nothing read from the store");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disk_cache_serves_a_later_process_from_local_disk() {
+    let dir = temp_dir("disk-cache");
+    let file = chunked_file(&dir);
+    let cache_dir = dir.join("cache");
+    let config = ReadCacheConfig {
+        memory_bytes: 64 << 20,
+        disk: Some((cache_dir.clone(), 64 << 20)),
+    };
+    let store = CountingStore::new(Duration::ZERO);
+
+    let cache = ReadCache::open(config.clone()).await.unwrap();
+    let (profiler, ctx) = session_of(
+        Profiler::with_read_cache(Arc::clone(&cache)),
+        Arc::clone(&store),
+        2,
+    )
+    .await;
+    let first = cached_scan(&profiler, &ctx, &file).await;
+    let asked = value(&first, names::READ_BYTES);
+    assert!(tiers(&first)[0] > 0);
+    cache.close().await.unwrap();
+    drop((profiler, ctx, cache));
+    assert!(
+        !files_under(&cache_dir).is_empty(),
+        "chunks written to disk"
+    );
+
+    // a new cache on the same directory: its memory tier starts empty
+    let cache = ReadCache::open(config).await.unwrap();
+    let (profiler, ctx) = session_of(
+        Profiler::with_read_cache(Arc::clone(&cache)),
+        Arc::clone(&store),
+        2,
+    )
+    .await;
+    store.reset();
+    let later = cached_scan(&profiler, &ctx, &file).await;
+    let [storage, local, ram] = tiers(&later);
+    assert_eq!(storage, 0);
+    assert!(local > 0, "{:?}", tiers(&later));
+    assert_eq!(storage + local + ram, asked);
+    assert_eq!(store.bytes.load(Relaxed), 0, "nothing read from the store");
+    cache.close().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_object_rewritten_through_the_session_is_read_again() {
+    let dir = temp_dir("cache-rewrite");
+    let cache = ReadCache::open(ReadCacheConfig {
+        memory_bytes: 8 << 20,
+        disk: None,
+    })
+    .await
+    .unwrap();
+    let store = CountingStore::new(Duration::ZERO);
+    let (profiler, ctx) = session_of(Profiler::with_read_cache(cache), store, 1).await;
+    let ctx = ctx.enable_url_table();
+    let out = dir.join("v.csv");
+    let out = out.to_str().unwrap();
+    let count = |sql: String| {
+        let (profiler, ctx) = (&profiler, &ctx);
+        async move {
+            let run = profiler.run_sql(ctx, &sql).await.unwrap();
+            run.batches[0]
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .value(0)
+        }
+    };
+    let copy = |n: i64| {
+        format!("COPY (SELECT * FROM generate_series(1, {n}) AS s(v)) TO '{out}' STORED AS CSV")
+    };
+    ctx.sql(&copy(10)).await.unwrap().collect().await.unwrap();
+    let read = format!("SELECT count(*) FROM '{out}'");
+    assert_eq!(count(read.clone()).await, 10);
+    ctx.sql(&copy(20)).await.unwrap().collect().await.unwrap();
+    assert_eq!(count(read).await, 20, "the old version was served");
     let _ = std::fs::remove_dir_all(&dir);
 }
