@@ -290,6 +290,9 @@ pub mod names {
     pub const WRITTEN_FILES: &str = "numWrittenFiles";
     /// Time of the write requests (ns).
     pub const WRITE_IO_NANOS: &str = "writeIONanos";
+    /// Files and file ranges a scan left out: by partition values while planning, by
+    /// statistics when opening them.
+    pub const SKIPPED_SPLITS: &str = "skippedSplits";
     /// All base metric names, in display order.
     pub const BASE: [&str; 10] = [
         WALL_NANOS,

@@ -198,6 +198,97 @@ pub(crate) fn collect_profile(
     }
 }
 
+/// Adds the files planning pruned by partition values to the scan's skipped splits, as a
+/// value of no task (Spark's driver-side value).
+fn add_listing_pruning(metrics: &mut Vec<NodeMetric>, exec: &ProfiledExec) {
+    let pruned = exec.stats().files_pruned_at_listing.load(Ordering::Relaxed);
+    if pruned == 0 {
+        return;
+    }
+    let value = TaskValue {
+        task: None,
+        value: clamp(pruned),
+    };
+    match metrics.iter_mut().find(|m| m.name == names::SKIPPED_SPLITS) {
+        Some(skipped) => {
+            skipped.value = skipped.value.saturating_add(value.value);
+            skipped.tasks.push(value);
+        }
+        None => metrics.push(NodeMetric::summed(
+            names::SKIPPED_SPLITS,
+            "number of skipped splits",
+            MetricKind::Sum,
+            vec![value],
+        )),
+    }
+}
+
+/// Row groups skipped after statistics kept them, by the stage that skipped them.
+const ROW_GROUPS_SKIPPED_LATER: [&str; 3] = [
+    "rowGroupsSkippedByBloomFilter",
+    "rowGroupsSkippedByLimit",
+    "rowGroupsSkippedByDynamicFilter",
+];
+
+/// The seed's row-group totals of a Parquet scan, task by task: `skippedStrides`, row
+/// groups skipped by statistics, bloom filters, a limit or dynamic filters, and
+/// `processedStrides`, those statistics kept and nothing skipped later (DataFusion prunes
+/// in that order, each stage over what the previous kept).
+fn add_stride_totals(metrics: &mut Vec<NodeMetric>) {
+    let Some(kept_by_statistics) = metrics
+        .iter()
+        .find(|m| m.name == "rowGroupsKeptByStatistics")
+        .map(|m| m.tasks.clone())
+    else {
+        return;
+    };
+    let by_task = |name: &str| -> Vec<TaskValue> {
+        metrics
+            .iter()
+            .find(|m| m.name == name)
+            .map(|m| m.tasks.clone())
+            .unwrap_or_default()
+    };
+    let of_task = |values: &[TaskValue], task: Option<TaskRef>| -> i64 {
+        values
+            .iter()
+            .filter(|v| v.task == task)
+            .map(|v| v.value)
+            .sum()
+    };
+    let skipped_by_statistics = by_task("rowGroupsSkippedByStatistics");
+    let skipped_later: Vec<Vec<TaskValue>> = ROW_GROUPS_SKIPPED_LATER
+        .iter()
+        .map(|n| by_task(n))
+        .collect();
+    let mut skipped = Vec::with_capacity(kept_by_statistics.len());
+    let mut processed = Vec::with_capacity(kept_by_statistics.len());
+    for kept in &kept_by_statistics {
+        let later: i64 = skipped_later.iter().map(|v| of_task(v, kept.task)).sum();
+        let task = kept.task;
+        skipped.push(TaskValue {
+            task,
+            value: of_task(&skipped_by_statistics, task).saturating_add(later),
+        });
+        processed.push(TaskValue {
+            task,
+            value: kept.value.saturating_sub(later).max(0),
+        });
+    }
+    metrics.push(NodeMetric::summed(
+        "skippedStrides",
+        "number of row groups skipped",
+        MetricKind::Sum,
+        skipped,
+    ));
+    metrics.push(NodeMetric::summed(
+        "processedStrides",
+        "number of row groups read",
+        MetricKind::Sum,
+        processed,
+    ));
+}
+
 fn gather<'a>(plan: &'a Arc<dyn ExecutionPlan>, out: &mut Vec<&'a ProfiledExec>) {
     if let Some(exec) = ProfiledExec::of(plan.as_ref()) {
         out.push(exec);
@@ -239,6 +330,10 @@ fn build_node(
     metrics.extend(native_metrics(plan.as_ref(), &name, &label, |p| {
         tasks.get(stage_of_tasks, p)
     }));
+    if let Some(exec) = ProfiledExec::of(plan.as_ref()) {
+        add_listing_pruning(&mut metrics, exec);
+    }
+    add_stride_totals(&mut metrics);
     let dynamic_filters = plan.dynamic_expressions_produced().len();
     if dynamic_filters > 0 {
         info.push((

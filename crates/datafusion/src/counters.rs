@@ -1,7 +1,7 @@
 //! Per-operator state shared by a wrapper, its streams and its memory-pool views.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use qprof_core::counters::{MemoryTracker, OperatorTaskCounters};
@@ -70,6 +70,9 @@ pub(crate) struct OperatorCounters {
     /// Memory of the operator as a whole: the exact operator peak.
     pub(crate) memory: Arc<MemoryTracker>,
     pub(crate) plan: Arc<PlanCounters>,
+    /// For a file scan: the files of its table that planning left out by their partition
+    /// values (Hive-style directories), before any task ran.
+    pub(crate) files_pruned_at_listing: AtomicU64,
 }
 
 impl OperatorCounters {
@@ -85,6 +88,7 @@ impl OperatorCounters {
             )),
             memory,
             plan,
+            files_pruned_at_listing: AtomicU64::new(0),
         }
     }
 

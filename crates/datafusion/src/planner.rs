@@ -2,14 +2,21 @@
 //! the optimized logical plan a timed wrapper of its own, then lets the session's planner
 //! (DataFusion's default, or the application's with its extension planners) plan it.
 
+use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use async_trait::async_trait;
 use datafusion::catalog::Session;
 use datafusion::common::Result;
 use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::datasource::physical_plan::FileScanConfig;
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::execution::cache::TableScopedPath;
+use datafusion::execution::cache::cache_manager::ListFilesCache;
 use datafusion::execution::context::QueryPlanner;
 use datafusion::logical_expr::{Expr, LogicalPlan};
+use datafusion::object_store::path::Path;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_planner::{DefaultPhysicalPlanner, PhysicalPlanner};
 use qprof_core::call_site::FunctionSite;
@@ -65,6 +72,71 @@ fn wrap_functions(
     Ok((plan, sites))
 }
 
+/// Records, for each file scan of a table partitioned Hive-style, the files of the table
+/// that planning pruned by partition values: the table's listing (as DataFusion's
+/// list-files cache keeps it) less the files the scan kept. Without that cache (turned
+/// off by the session) nothing is recorded.
+fn count_listing_pruning(plan: &Arc<dyn ExecutionPlan>, session: &dyn Session) {
+    let Some(listings) = session.runtime_env().cache_manager.get_list_files_cache() else {
+        return;
+    };
+    let mut pending = vec![plan];
+    while let Some(node) = pending.pop() {
+        pending.extend(node.children());
+        let Some(exec) = ProfiledExec::of(node.as_ref()) else {
+            continue;
+        };
+        let Some(config) = exec
+            .inner()
+            .downcast_ref::<DataSourceExec>()
+            .and_then(|scan| scan.data_source().downcast_ref::<FileScanConfig>())
+        else {
+            continue;
+        };
+        if let Some(pruned) = pruned_at_listing(config, listings.as_ref()) {
+            exec.stats()
+                .files_pruned_at_listing
+                .store(pruned, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The files of `config`'s table that its scan does not read, if the table is partitioned
+/// and its listing is known: files at the depth of the scan's files, under the table's
+/// root, with their extension.
+fn pruned_at_listing(config: &FileScanConfig, listings: &ListFilesCache) -> Option<u64> {
+    let levels = config.table_partition_cols().len();
+    if levels == 0 {
+        return None;
+    }
+    let kept: HashSet<&Path> = config
+        .file_groups
+        .iter()
+        .flat_map(|group| group.files())
+        .map(|file| &file.object_meta.location)
+        .collect();
+    let first = config.file_groups.iter().flat_map(|g| g.files()).next()?;
+    let parts: Vec<_> = first.object_meta.location.parts().collect();
+    let depth = parts.len();
+    let root = Path::from_iter(parts.get(..depth.checked_sub(levels + 1)?)?.iter().cloned());
+    let extension = first.object_meta.location.extension().unwrap_or_default();
+    let listing = listings.get(&TableScopedPath {
+        table: first.table_reference.clone(),
+        path: root.clone(),
+    })?;
+    let in_table = listing
+        .files
+        .iter()
+        .filter(|meta| {
+            meta.size > 0
+                && meta.location.parts().count() == depth
+                && meta.location.extension().unwrap_or_default() == extension
+                && meta.location.prefix_matches(&root)
+        })
+        .count();
+    Some(in_table.saturating_sub(kept.len()) as u64)
+}
+
 /// A session's query planner with per-function timing in front of it: the function calls
 /// of the optimized logical plan are wrapped as the session's [`QprofOptions`] ask, then
 /// the wrapped planner (the session's own, or DataFusion's default) plans the result.
@@ -110,13 +182,16 @@ impl QueryPlanner for ProfilingQueryPlanner {
             .cloned()
             .unwrap_or_default();
         if !options.tracks_functions() {
-            return self.plan(logical_plan, session).await;
+            let physical = self.plan(logical_plan, session).await?;
+            count_listing_pruning(&physical, session);
+            return Ok(physical);
         }
         let (wrapped, sites) = wrap_functions(logical_plan.clone(), &options)?;
         let physical = self.plan(&wrapped, session).await?;
         if let Some(root) = ProfiledExec::of(physical.as_ref()) {
             root.stats().plan.add_sites(sites);
         }
+        count_listing_pruning(&physical, session);
         Ok(physical)
     }
 }

@@ -271,6 +271,7 @@ async fn a_scan_reports_the_bytes_and_requests_the_store_served_and_prunes_by_st
     let (excluded, groups) = row_groups_excluding(&file, 250);
     assert_eq!((excluded, groups), (7, 10), "the file's own statistics");
     assert_eq!(value(scan, "skippedStrides"), excluded as i64);
+    assert_eq!(value(scan, "rowGroupsSkippedByStatistics"), excluded as i64);
     assert_eq!(value(scan, "processedStrides"), (groups - excluded) as i64);
 
     // every task that read has a concurrency sample: its buckets add up to 100 %
