@@ -126,10 +126,16 @@ impl ProfiledObjectStore {
                 source: Box::new(err),
             })?,
         };
-        let (bytes, tiers) = slot
+        let (mut parts, tiers) = slot
             .cache
-            .read(&self.inner, &slot.store_key, &meta, range.clone())
+            .read(
+                &self.inner,
+                &slot.store_key,
+                &meta,
+                std::slice::from_ref(&range),
+            )
             .await?;
+        let bytes = parts.pop().unwrap_or_default();
         if let Some(read) = read {
             deliver(&read, tiers);
             read.finish();
@@ -242,16 +248,10 @@ impl ObjectStore for ProfiledObjectStore {
                 .cache
                 .meta(&self.inner, &slot.store_key, location)
                 .await?;
-            let reads = ranges.iter().map(|range| {
-                slot.cache
-                    .read(&self.inner, &slot.store_key, &meta, range.clone())
-            });
-            let mut parts = Vec::with_capacity(ranges.len());
-            let mut tiers = TierBytes::default();
-            for (bytes, read_tiers) in futures::future::try_join_all(reads).await? {
-                parts.push(bytes);
-                tiers += read_tiers;
-            }
+            let (parts, tiers) = slot
+                .cache
+                .read(&self.inner, &slot.store_key, &meta, ranges)
+                .await?;
             if let Some(read) = read {
                 deliver(&read, tiers);
                 read.finish();

@@ -15,7 +15,6 @@ use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::{Bytes, BytesMut};
@@ -23,7 +22,7 @@ use datafusion::object_store::path::Path;
 use datafusion::object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt};
 use foyer::{
     BlockEngineConfig, DeviceBuilder, FsDeviceBuilder, HybridCache, HybridCacheBuilder,
-    HybridCachePolicy,
+    HybridCachePolicy, Source,
 };
 use qprof_core::io::StorageTier;
 
@@ -89,14 +88,6 @@ pub(crate) struct TierBytes {
     pub(crate) local: u64,
     /// From the memory tier.
     pub(crate) ram: u64,
-}
-
-impl std::ops::AddAssign for TierBytes {
-    fn add_assign(&mut self, other: TierBytes) {
-        self.storage += other.storage;
-        self.local += other.local;
-        self.ram += other.ram;
-    }
 }
 
 impl TierBytes {
@@ -233,35 +224,54 @@ impl ReadCache {
             .remove(&object_key(store_key, location));
     }
 
-    /// Reads `range` of the object `meta` describes, chunk by chunk from the fastest tier
-    /// that has each; chunks missing from both tiers are fetched from `store` and kept.
+    /// Reads `ranges` of the object `meta` describes, chunk by chunk from the fastest tier
+    /// that has each; chunks missing from both tiers are fetched from `store` and kept. A
+    /// chunk several ranges share is looked up once.
     pub(crate) async fn read(
         &self,
         store: &Arc<dyn ObjectStore>,
         store_key: &str,
         meta: &ObjectMeta,
-        range: Range<u64>,
-    ) -> datafusion::object_store::Result<(Bytes, TierBytes)> {
-        let mut tiers = TierBytes::default();
-        if range.is_empty() {
-            return Ok((Bytes::new(), tiers));
-        }
-        let first = range.start / CHUNK_BYTES;
-        let last = (range.end - 1) / CHUNK_BYTES;
+        ranges: &[Range<u64>],
+    ) -> datafusion::object_store::Result<(Vec<Bytes>, TierBytes)> {
+        let mut indices: Vec<u64> = ranges
+            .iter()
+            .filter(|range| !range.is_empty())
+            .flat_map(|range| range.start / CHUNK_BYTES..=(range.end - 1) / CHUNK_BYTES)
+            .collect();
+        indices.sort_unstable();
+        indices.dedup();
         let version = version_of(meta);
-        let chunks = futures::future::try_join_all(
-            (first..=last).map(|index| self.chunk(store, store_key, meta, &version, index)),
+        let fetched = futures::future::try_join_all(
+            indices
+                .iter()
+                .map(|&index| self.chunk(store, store_key, meta, &version, index)),
         )
         .await?;
-        let mut out = BytesMut::with_capacity((range.end - range.start) as usize);
-        for (index, (chunk, tier)) in (first..).zip(chunks) {
-            let chunk_start = index * CHUNK_BYTES;
-            let from = range.start.max(chunk_start) - chunk_start;
-            let to = (range.end.min(chunk_start + chunk.len() as u64) - chunk_start).max(from);
-            out.extend_from_slice(&chunk[from as usize..to as usize]);
-            tiers.add(tier, to - from);
+        let chunks: HashMap<u64, (Bytes, StorageTier)> = indices.into_iter().zip(fetched).collect();
+        let mut tiers = TierBytes::default();
+        let mut parts = Vec::with_capacity(ranges.len());
+        for range in ranges {
+            let mut out = BytesMut::with_capacity(range.end.saturating_sub(range.start) as usize);
+            let mut at = range.start;
+            while at < range.end {
+                let index = at / CHUNK_BYTES;
+                let chunk_start = index * CHUNK_BYTES;
+                let (chunk, tier) = &chunks[&index];
+                let to = range.end.min(chunk_start + chunk.len() as u64);
+                if to <= at {
+                    // the object is shorter than the range: as the store, stop at its end
+                    break;
+                }
+                out.extend_from_slice(
+                    &chunk[(at - chunk_start) as usize..(to - chunk_start) as usize],
+                );
+                tiers.add(*tier, to - at);
+                at = to;
+            }
+            parts.push(out.freeze());
         }
-        Ok((out.freeze(), tiers))
+        Ok((parts, tiers))
     }
 
     /// Chunk `index` of an object and the tier it came from.
@@ -277,18 +287,12 @@ impl ReadCache {
             "{}\u{0}{version}\u{0}{index}",
             object_key(store_key, &meta.location)
         );
-        if let Some(entry) = self.chunks.memory().get(&key) {
-            return Ok((entry.value().clone(), StorageTier::Ram));
-        }
-        let fetched = Arc::new(AtomicBool::new(false));
         let start = index * CHUNK_BYTES;
         let end = (start + CHUNK_BYTES).min(meta.size);
         let fetch = {
-            let fetched = Arc::clone(&fetched);
             let store = Arc::clone(store);
             let location = meta.location.clone();
             async move {
-                fetched.store(true, Ordering::Relaxed);
                 let options = GetOptions {
                     range: Some(GetRange::Bounded(start..end)),
                     ..GetOptions::default()
@@ -301,13 +305,11 @@ impl ReadCache {
             .get_or_fetch(&key, || fetch)
             .await
             .map_err(|err| fetch_error(&meta.location, err))?;
-        // a chunk another read was fetching at the same time came from memory
-        let tier = if fetched.load(Ordering::Relaxed) {
-            StorageTier::Storage
-        } else if self.config.disk.is_some() {
-            StorageTier::LocalDisk
-        } else {
-            StorageTier::Ram
+        // a read that waited for another's fetch of the chunk is served by the store too
+        let tier = match entry.source() {
+            Source::Outer => StorageTier::Storage,
+            Source::Disk => StorageTier::LocalDisk,
+            Source::Memory => StorageTier::Ram,
         };
         Ok((entry.value().clone(), tier))
     }
