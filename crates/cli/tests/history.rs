@@ -442,6 +442,50 @@ fn every_page_renders_in_headless_chromium() {
             "{name} not in {scan_metrics:?}"
         );
     }
+    // the page of the query with the scan selected: qprof's metrics of the scan, and the
+    // read-concurrency buckets as Impala's string among its facts
+    let scan_id = scan["nodeId"].as_i64().unwrap();
+    let details_of = |node: i64| -> String {
+        let dom = chromium(
+            &["--dump-dom"],
+            &format!("{}/#/app/{app}/sql/0?node={node}", server.url),
+        );
+        let html = String::from_utf8_lossy(&dom.stdout).into_owned();
+        let details = html
+            .split("id=\"node-details\"")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no operator details:\n{html}"))
+            .to_string();
+        assert!(
+            details.contains(&format!(">#{node}<")),
+            "node {node} is not the one shown"
+        );
+        details
+    };
+    // any operator can be asked for, not only the one shown first
+    let other = graph["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["nodeId"].as_i64().unwrap())
+        .find(|&id| id != scan_id)
+        .unwrap();
+    details_of(other);
+    let details = details_of(scan_id);
+    for shown in [
+        "DataSourceExec",
+        "bytes read from storage",
+        "time of I/O wait",
+        "average read concurrency",
+        "number of skipped splits",
+        "readConcurrencyBucket",
+    ] {
+        assert!(details.contains(shown), "{shown} not in the scan's details");
+    }
+    assert!(
+        details.contains("0:") && details.contains("% 1:"),
+        "no bucket string in the scan's details"
+    );
     let stages: Value =
         serde_json::from_str(&shc_ok(&server, &["--json", "-a", &app, "stages"])).unwrap();
     let stage = stages[0]["stageId"].as_i64().unwrap();

@@ -36,7 +36,7 @@ use qprof_core::io::{IoCounters, ReadInFlight, StorageTier};
 use qprof_core::periodic::PeriodicUpdater;
 use url::Url;
 
-use crate::read_cache::{ReadCache, TierBytes};
+use crate::read_cache::{CHUNK_BYTES, ReadCache, TierBytes};
 
 /// The updater the I/O counters of every session register with: the process's, or, if its
 /// thread could not be started, one of their own that only samples at stop.
@@ -126,22 +126,46 @@ impl ProfiledObjectStore {
                 source: Box::new(err),
             })?,
         };
-        let (mut parts, tiers) = slot
-            .cache
-            .read(
-                &self.inner,
-                &slot.store_key,
-                &meta,
-                std::slice::from_ref(&range),
-            )
-            .await?;
-        let bytes = parts.pop().unwrap_or_default();
-        if let Some(read) = read {
-            deliver(&read, tiers);
-            read.finish();
-        }
+        // chunk by chunk, as the store would stream it: a whole large object is never
+        // held at once; the read is in flight until its body ends or is dropped
+        let pieces: Vec<Range<u64>> = {
+            let mut pieces = Vec::new();
+            let mut at = range.start;
+            while at < range.end {
+                let end = range.end.min((at / CHUNK_BYTES + 1) * CHUNK_BYTES);
+                pieces.push(at..end);
+                at = end;
+            }
+            pieces
+        };
+        let (cache, store, store_key) = (
+            Arc::clone(&slot.cache),
+            Arc::clone(&self.inner),
+            slot.store_key.clone(),
+        );
+        let object = meta.clone();
+        let pieces = futures::stream::iter(pieces)
+            .then(move |piece| {
+                let (cache, store, store_key, object) = (
+                    Arc::clone(&cache),
+                    Arc::clone(&store),
+                    store_key.clone(),
+                    object.clone(),
+                );
+                async move {
+                    let (mut parts, tiers) = cache
+                        .read(&store, &store_key, &object, std::slice::from_ref(&piece))
+                        .await?;
+                    Ok((parts.pop().unwrap_or_default(), tiers))
+                }
+            })
+            .boxed();
+        let body = TieredBody {
+            inner: pieces,
+            read,
+        };
         Ok(GetResult {
-            payload: GetResultPayload::Stream(futures::stream::once(async { Ok(bytes) }).boxed()),
+            payload: GetResultPayload::Stream(body.boxed()),
             meta,
             range,
             attributes: Attributes::default(),
@@ -350,6 +374,35 @@ impl Stream for CountedBody {
             Poll::Pending => {}
         }
         polled
+    }
+}
+
+/// A read served by the cache piece by piece, each piece counted by the tiers that served
+/// it; the read is in flight until the body ends, fails or is dropped.
+struct TieredBody {
+    inner: BoxStream<'static, Result<(Bytes, TierBytes)>>,
+    read: Option<ReadInFlight>,
+}
+
+impl Stream for TieredBody {
+    type Item = Result<Bytes>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match self.inner.poll_next_unpin(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Some(Ok((bytes, tiers)))) => {
+                if let Some(read) = &self.read {
+                    deliver(read, tiers);
+                }
+                Poll::Ready(Some(Ok(bytes)))
+            }
+            Poll::Ready(other) => {
+                if let Some(read) = self.read.take() {
+                    read.finish();
+                }
+                Poll::Ready(other.map(|end| end.map(|(bytes, _)| bytes)))
+            }
+        }
     }
 }
 

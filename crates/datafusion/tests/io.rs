@@ -597,3 +597,45 @@ async fn a_cached_object_rewritten_through_the_session_is_read_again() {
     assert_eq!(count(read).await, 20, "the old version was served");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_read_through_the_cache_is_whole_and_counted_by_tier() {
+    let dir = temp_dir("cache-stream");
+    let file = dir.join("v.csv");
+    let rows = 400_000_i64;
+    let mut text = String::from("v\n");
+    for v in 0..rows {
+        text.push_str(&format!("{v}\n"));
+    }
+    std::fs::write(&file, &text).unwrap();
+    assert!(text.len() as u64 > 2 * CHUNK_BYTES);
+    let cache = ReadCache::open(ReadCacheConfig {
+        memory_bytes: 32 << 20,
+        disk: None,
+    })
+    .await
+    .unwrap();
+    let store = CountingStore::new(Duration::ZERO);
+    // one partition: the file is read as one stream, not in ranges
+    let (profiler, ctx) = session_of(Profiler::with_read_cache(cache), store, 1).await;
+    let ctx = ctx.enable_url_table();
+    let sql = format!("SELECT count(*), sum(v) FROM '{}'", file.display());
+    let mut tiers_of_runs = Vec::new();
+    for _ in 0..2 {
+        let run = profiler.run_sql(&ctx, &sql).await.unwrap();
+        let column = |i: usize| {
+            run.batches[0]
+                .column(i)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .value(0)
+        };
+        assert_eq!((column(0), column(1)), (rows, rows * (rows - 1) / 2));
+        let scan = node(&run.profile, "DataSourceExec");
+        assert_eq!(value(scan, names::READ_BYTES), text.len() as i64);
+        tiers_of_runs.push(tiers(scan));
+    }
+    assert_eq!(tiers_of_runs[1], [0, 0, text.len() as i64]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

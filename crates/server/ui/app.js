@@ -1049,7 +1049,8 @@
       graphEl = h('p', { class: 'error-box' }, `Could not draw the plan: ${e.message}`);
     }
     const plain = nodes.filter((n) => !WSCG_RE.test(n.nodeName || '')).map((n) => n.nodeId).sort((a, b) => a - b);
-    const firstSel = heat.ranked.length ? heat.ranked[0][0] : plain.length ? plain[0] : nodes.length ? nodes[0].nodeId : null;
+    const asked = route.node != null && byId.has(Number(route.node)) ? Number(route.node) : null;
+    const firstSel = asked != null ? asked : heat.ranked.length ? heat.ranked[0][0] : plain.length ? plain[0] : nodes.length ? nodes[0].nodeId : null;
     onSelect(firstSel);
 
     // Hottest operators.
@@ -1360,6 +1361,12 @@
 
   // ------------------------------------------------------------------ router
 
+  // A parameter after the route, e.g. the operator in #/app/A/sql/3?node=7.
+  function routeParam(name) {
+    const q = location.hash.indexOf('?');
+    return q < 0 ? null : new URLSearchParams(location.hash.slice(q + 1)).get(name);
+  }
+
   function parseRoute() {
     const raw = location.hash.replace(/^#\/?/, '').replace(/[?].*$/, '');
     const parts = raw.split('/').filter((p) => p !== '').map((p) => {
@@ -1375,7 +1382,7 @@
       if (parts.length === 2) return { page: 'app', app };
       if (parts.length === 3 && parts[2] === 'stages') return { page: 'app', app, focus: 'stages' };
       if (parts.length === 3 && parts[2] === 'executors') return { page: 'executors', app };
-      if (parts.length === 4 && parts[2] === 'sql') return { page: 'query', app, id: parts[3] };
+      if (parts.length === 4 && parts[2] === 'sql') return { page: 'query', app, id: parts[3], node: routeParam('node') };
       if ((parts.length === 4 || parts.length === 5) && parts[2] === 'stage') {
         return { page: 'stage', app, id: parts[3], attempt: parts[4] != null ? parts[4] : '0' };
       }
