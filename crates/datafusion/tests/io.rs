@@ -464,6 +464,19 @@ async fn cached_scan(profiler: &Profiler, ctx: &SessionContext, file: &FsPath) -
     node(&run.profile, "DataSourceExec").clone()
 }
 
+/// A one-partition session that queries files by location, through a RAM-only cache.
+async fn ram_cached_session(memory_bytes: u64) -> (Profiler, SessionContext) {
+    let cache = ReadCache::open(ReadCacheConfig {
+        memory_bytes,
+        disk: None,
+    })
+    .await
+    .unwrap();
+    let store = CountingStore::new(Duration::ZERO);
+    let (profiler, ctx) = session_of(Profiler::with_read_cache(cache), store, 1).await;
+    (profiler, ctx.enable_url_table())
+}
+
 /// A file of several cache chunks: 400 000 numbers, uncompressed, in 8 row groups.
 fn chunked_file(dir: &FsPath) -> PathBuf {
     let file = dir.join("numbers.parquet");
@@ -564,15 +577,7 @@ async fn a_disk_cache_serves_a_later_process_from_local_disk() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cached_object_rewritten_through_the_session_is_read_again() {
     let dir = temp_dir("cache-rewrite");
-    let cache = ReadCache::open(ReadCacheConfig {
-        memory_bytes: 8 << 20,
-        disk: None,
-    })
-    .await
-    .unwrap();
-    let store = CountingStore::new(Duration::ZERO);
-    let (profiler, ctx) = session_of(Profiler::with_read_cache(cache), store, 1).await;
-    let ctx = ctx.enable_url_table();
+    let (profiler, ctx) = ram_cached_session(8 << 20).await;
     let out = dir.join("v.csv");
     let out = out.to_str().unwrap();
     let count = |sql: String| {
@@ -609,16 +614,8 @@ async fn a_streamed_read_through_the_cache_is_whole_and_counted_by_tier() {
     }
     std::fs::write(&file, &text).unwrap();
     assert!(text.len() as u64 > 2 * CHUNK_BYTES);
-    let cache = ReadCache::open(ReadCacheConfig {
-        memory_bytes: 32 << 20,
-        disk: None,
-    })
-    .await
-    .unwrap();
-    let store = CountingStore::new(Duration::ZERO);
     // one partition: the file is read as one stream, not in ranges
-    let (profiler, ctx) = session_of(Profiler::with_read_cache(cache), store, 1).await;
-    let ctx = ctx.enable_url_table();
+    let (profiler, ctx) = ram_cached_session(32 << 20).await;
     let sql = format!("SELECT count(*), sum(v) FROM '{}'", file.display());
     let mut tiers_of_runs = Vec::new();
     for _ in 0..2 {
