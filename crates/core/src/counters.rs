@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::io::IoCounters;
+use crate::spill::SpillCounters;
 
 /// Tracks bytes currently reserved and their high-water mark.
 ///
@@ -72,6 +73,7 @@ pub struct OperatorTaskCounters {
     bytes: AtomicU64,
     memory: MemoryTracker,
     io: OnceLock<Arc<IoCounters>>,
+    spill: OnceLock<Arc<SpillCounters>>,
 }
 
 impl OperatorTaskCounters {
@@ -166,6 +168,16 @@ impl OperatorTaskCounters {
     /// The task's I/O counters, created with `init` on first use.
     pub fn io_or_init(&self, init: impl FnOnce() -> IoCounters) -> &Arc<IoCounters> {
         self.io.get_or_init(|| Arc::new(init()))
+    }
+
+    /// The task's spill counters, if it spilled.
+    pub fn spill(&self) -> Option<&Arc<SpillCounters>> {
+        self.spill.get()
+    }
+
+    /// The task's spill counters, created on first use.
+    pub fn spill_or_init(&self) -> &Arc<SpillCounters> {
+        self.spill.get_or_init(Arc::default)
     }
 
     /// Reads every counter.

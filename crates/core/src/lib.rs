@@ -25,3 +25,4 @@ pub mod periodic;
 pub mod process;
 pub mod profile;
 pub mod sampling;
+pub mod spill;

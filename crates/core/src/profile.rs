@@ -290,6 +290,16 @@ pub mod names {
     pub const WRITTEN_FILES: &str = "numWrittenFiles";
     /// Time of the write requests (ns).
     pub const WRITE_IO_NANOS: &str = "writeIONanos";
+    /// Spill files an operator created (counted where they are created).
+    pub const SPILL_FILES_CREATED: &str = "spillFilesCreated";
+    /// Bytes written to spill files.
+    pub const SPILL_WRITTEN_BYTES: &str = "spillWrittenBytes";
+    /// Time of writing spill files (ns).
+    pub const SPILL_WRITE_NANOS: &str = "spillWriteNanos";
+    /// Bytes read back from spill files.
+    pub const SPILL_READ_BYTES: &str = "spillReadBytes";
+    /// Time of reading spill files back (ns).
+    pub const SPILL_READ_NANOS: &str = "spillReadNanos";
     /// Files and file ranges a scan left out: by partition values while planning, by
     /// statistics when opening them.
     pub const SKIPPED_SPLITS: &str = "skippedSplits";

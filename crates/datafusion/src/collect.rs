@@ -14,6 +14,7 @@ use qprof_core::profile::{
     names,
 };
 use qprof_core::sampling::FunctionStats;
+use qprof_core::spill::SpillSnapshot;
 
 use crate::definitions;
 use crate::exec::ProfiledExec;
@@ -64,6 +65,8 @@ struct OperatorSnapshot {
     peak: u64,
     /// I/O of the tasks that touched storage, by partition (`None`: spawned work).
     io: Vec<(Option<usize>, IoSnapshot)>,
+    /// Spilling of the tasks that spilled, by partition (`None`: spawned work).
+    spill: Vec<(Option<usize>, SpillSnapshot)>,
 }
 
 impl OperatorSnapshot {
@@ -72,12 +75,21 @@ impl OperatorSnapshot {
         let executed = stats.executed_tasks();
         let io_of =
             |p: Option<usize>, c: &OperatorTaskCounters| c.io().map(|io| (p, io.snapshot()));
+        let spill_of = |p: Option<usize>, c: &OperatorTaskCounters| {
+            c.spill().map(|spill| (p, spill.snapshot()))
+        };
+        let spill = executed
+            .iter()
+            .filter_map(|(p, c)| spill_of(Some(*p), c))
+            .chain(spill_of(None, &stats.spawned))
+            .collect();
         Self {
             stage: stats.stage(),
             tasks: executed.iter().map(|(p, c)| (*p, c.snapshot())).collect(),
             spawned: Some(stats.spawned.snapshot())
                 .filter(|s| *s != OperatorTaskSnapshot::default()),
             peak: stats.memory.peak(),
+            spill,
             io: executed
                 .iter()
                 .filter_map(|(p, c)| io_of(Some(*p), c))
@@ -223,6 +235,44 @@ fn add_listing_pruning(metrics: &mut Vec<NodeMetric>, exec: &ProfiledExec) {
     }
 }
 
+/// Spill metrics read off each task's [`SpillSnapshot`].
+type SpillMetric = (
+    &'static str,
+    &'static str,
+    MetricKind,
+    fn(&SpillSnapshot) -> u64,
+);
+
+#[rustfmt::skip]
+const SPILL_METRICS: &[SpillMetric] = &[
+    (names::SPILL_FILES_CREATED, "number of spill files created", MetricKind::Sum, |s| s.files),
+    (names::SPILL_WRITTEN_BYTES, "bytes written to spill files", MetricKind::Size, |s| s.written_bytes),
+    (names::SPILL_WRITE_NANOS, "time of writing spill files", MetricKind::NsTiming, |s| s.write_nanos),
+    (names::SPILL_READ_BYTES, "bytes read back from spill files", MetricKind::Size, |s| s.read_bytes),
+    (names::SPILL_READ_NANOS, "time of reading spill files", MetricKind::NsTiming, |s| s.read_nanos),
+];
+
+/// The spill metrics of an operator whose tasks spilled, counted at the files.
+fn spill_metrics(reading: &OperatorSnapshot, tasks: &TaskMap) -> Vec<NodeMetric> {
+    if reading.spill.is_empty() {
+        return Vec::new();
+    }
+    SPILL_METRICS
+        .iter()
+        .map(|(name, display, kind, read)| {
+            let values = reading
+                .spill
+                .iter()
+                .map(|(p, s)| TaskValue {
+                    task: p.and_then(|p| tasks.get(reading.stage, p)),
+                    value: clamp(read(s)),
+                })
+                .collect();
+            NodeMetric::summed(*name, *display, *kind, values)
+        })
+        .collect()
+}
+
 /// Row groups skipped after statistics kept them, by the stage that skipped them.
 const ROW_GROUPS_SKIPPED_LATER: [&str; 3] = [
     "rowGroupsSkippedByBloomFilter",
@@ -319,6 +369,7 @@ fn build_node(
             let mut metrics = base_metrics(reading, &label, tasks);
             let is_sink = name == "DataSinkExec";
             metrics.extend(io_metrics(reading, tasks, is_sink, &mut info));
+            metrics.extend(spill_metrics(reading, tasks));
             (exec.node_id(), reading.stage, metrics)
         }
         None => {

@@ -45,6 +45,7 @@ mod rule;
 mod scalar_functions;
 mod session;
 mod spawn;
+mod spill;
 
 pub use exec::ProfiledExec;
 pub use options::QprofOptions;

@@ -51,6 +51,7 @@ use crate::planner::ProfilingQueryPlanner;
 use crate::read_cache::ReadCache;
 use crate::rule::ProfilingRule;
 use crate::spawn::install_spawn_attribution;
+use crate::spill::counting_disk_manager;
 
 /// Errors of running a profiled query.
 #[derive(Debug, thiserror::Error)]
@@ -307,7 +308,7 @@ impl Profiler {
             .runtime_env()
             .take()
             .unwrap_or_else(|| Arc::new(RuntimeEnv::default()));
-        // the pool and the object stores are wrapped together: a wrapped pool means a
+        // the pool, the object stores and the disk manager are wrapped together: a wrapped pool means a
         // runtime environment instrumented already
         let runtime = if runtime.memory_pool.is::<AttributingPool>() {
             runtime
@@ -319,6 +320,7 @@ impl Profiler {
                     process_updater(),
                     self.shared.read_cache.clone(),
                 )),
+                disk_manager: counting_disk_manager(&runtime.disk_manager),
                 ..RuntimeEnv::clone(&runtime)
             })
         };

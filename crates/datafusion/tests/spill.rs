@@ -1,0 +1,114 @@
+//! Spilling counted at the files: the sizes the spill directory shows, the counts
+//! DataFusion keeps, and what qprof reports must agree.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use qprof_core::profile::{ProfileNode, names};
+use qprof_datafusion::Profiler;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("qprof-spill-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Every file that appears under `dir` while the watch runs, with the largest size seen.
+fn watch(dir: PathBuf, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<HashMap<PathBuf, u64>> {
+    std::thread::spawn(move || {
+        let mut seen = HashMap::new();
+        while !stop.load(Ordering::Relaxed) {
+            visit(&dir, &mut seen);
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        seen
+    })
+}
+
+fn visit(dir: &Path, seen: &mut HashMap<PathBuf, u64>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            visit(&path, seen);
+        } else if let Ok(meta) = entry.metadata() {
+            let size = seen.entry(path).or_insert(0);
+            *size = (*size).max(meta.len());
+        }
+    }
+}
+
+fn find<'a>(node: &'a ProfileNode, name: &str) -> Option<&'a ProfileNode> {
+    if node.name == name {
+        return Some(node);
+    }
+    node.children.iter().find_map(|c| find(c, name))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sort_over_its_memory_limit_reports_the_spill_files_it_wrote() {
+    let dir = temp_dir("sort");
+    let runtime = RuntimeEnvBuilder::new()
+        .with_memory_limit(8 << 20, 1.0)
+        .with_disk_manager_builder(
+            DiskManagerBuilder::default()
+                .with_mode(DiskManagerMode::Directories(vec![dir.clone()])),
+        )
+        .build_arc()
+        .unwrap();
+    let profiler = Profiler::new();
+    let state = profiler
+        .instrument(
+            SessionStateBuilder::new()
+                .with_config(
+                    SessionConfig::new()
+                        .with_target_partitions(1)
+                        .set_usize("datafusion.execution.sort_spill_reservation_bytes", 1 << 20),
+                )
+                .with_runtime_env(runtime)
+                .with_default_features(),
+        )
+        .build();
+    let ctx = SessionContext::new_with_state(state);
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = watch(dir.clone(), Arc::clone(&stop));
+    let run = profiler
+        .run_sql(
+            &ctx,
+            "SELECT v, r FROM (SELECT v, random() AS r FROM generate_series(1, 1000000) AS s(v)) \
+             ORDER BY r",
+        )
+        .await
+        .unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let seen = watcher.join().unwrap();
+    let rows: usize = run.batches.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(rows, 1_000_000);
+
+    let sort = find(&run.profile.plan, "SortExec").expect("a sort");
+    let value = |name: &str| {
+        sort.value(name)
+            .unwrap_or_else(|| panic!("no {name} in\n{}", run.profile.render_text(2)))
+    };
+    let files = value(names::SPILL_FILES_CREATED);
+    assert!(files > 0, "the sort did not spill");
+    // DataFusion's own count of the files, and the files the directory showed
+    assert_eq!(files, value("spilledFiles"));
+    assert_eq!(seen.len() as i64, files, "{seen:?}");
+    let on_disk: u64 = seen.values().sum();
+    assert_eq!(value(names::SPILL_WRITTEN_BYTES), on_disk as i64);
+    // every spilled byte is read back once by the merge
+    assert_eq!(value(names::SPILL_READ_BYTES), on_disk as i64);
+    assert!(value(names::SPILL_WRITE_NANOS) > 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
