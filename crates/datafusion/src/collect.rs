@@ -235,16 +235,35 @@ fn add_listing_pruning(metrics: &mut Vec<NodeMetric>, exec: &ProfiledExec) {
     }
 }
 
-/// Spill metrics read off each task's [`SpillSnapshot`].
-type SpillMetric = (
-    &'static str,
-    &'static str,
-    MetricKind,
-    fn(&SpillSnapshot) -> u64,
-);
+/// A metric summed over the tasks' snapshots of some counters: name, display name, kind,
+/// reading.
+type SnapshotMetric<S> = (&'static str, &'static str, MetricKind, fn(&S) -> u64);
+
+/// The metrics of `table`, each summed over the tasks' `snapshots` (by partition; `None`:
+/// spawned work).
+fn summed_over_tasks<S>(
+    table: &[SnapshotMetric<S>],
+    snapshots: &[(Option<usize>, S)],
+    stage: Option<u32>,
+    tasks: &TaskMap,
+) -> Vec<NodeMetric> {
+    table
+        .iter()
+        .map(|(name, display, kind, read)| {
+            let values = snapshots
+                .iter()
+                .map(|(p, s)| TaskValue {
+                    task: p.and_then(|p| tasks.get(stage, p)),
+                    value: clamp(read(s)),
+                })
+                .collect();
+            NodeMetric::summed(*name, *display, *kind, values)
+        })
+        .collect()
+}
 
 #[rustfmt::skip]
-const SPILL_METRICS: &[SpillMetric] = &[
+const SPILL_METRICS: &[SnapshotMetric<SpillSnapshot>] = &[
     (names::SPILL_FILES_CREATED, "number of spill files created", MetricKind::Sum, |s| s.files),
     (names::SPILL_WRITTEN_BYTES, "bytes written to spill files", MetricKind::Size, |s| s.written_bytes),
     (names::SPILL_WRITE_NANOS, "time of writing spill files", MetricKind::NsTiming, |s| s.write_nanos),
@@ -254,23 +273,7 @@ const SPILL_METRICS: &[SpillMetric] = &[
 
 /// The spill metrics of an operator whose tasks spilled, counted at the files.
 fn spill_metrics(reading: &OperatorSnapshot, tasks: &TaskMap) -> Vec<NodeMetric> {
-    if reading.spill.is_empty() {
-        return Vec::new();
-    }
-    SPILL_METRICS
-        .iter()
-        .map(|(name, display, kind, read)| {
-            let values = reading
-                .spill
-                .iter()
-                .map(|(p, s)| TaskValue {
-                    task: p.and_then(|p| tasks.get(reading.stage, p)),
-                    value: clamp(read(s)),
-                })
-                .collect();
-            NodeMetric::summed(*name, *display, *kind, values)
-        })
-        .collect()
+    summed_over_tasks(SPILL_METRICS, &reading.spill, reading.stage, tasks)
 }
 
 /// Row groups skipped after statistics kept them, by the stage that skipped them.
@@ -505,13 +508,8 @@ fn base_metrics(reading: &OperatorSnapshot, label: &str, tasks: &TaskMap) -> Vec
     ]
 }
 
-/// An I/O metric summed over tasks: name, display name, kind, reading.
-type IoMetric = (
-    &'static str,
-    &'static str,
-    MetricKind,
-    fn(&IoSnapshot) -> u64,
-);
+/// An I/O metric summed over tasks.
+type IoMetric = SnapshotMetric<IoSnapshot>;
 
 #[rustfmt::skip]
 const READ_METRICS: &[IoMetric] = &[
@@ -557,14 +555,7 @@ fn io_metrics(
             })
             .collect()
     };
-    let summed = |table: &[IoMetric]| -> Vec<NodeMetric> {
-        table
-            .iter()
-            .map(|(name, display, kind, read)| {
-                NodeMetric::summed(*name, *display, *kind, series(&|s| clamp(read(s))))
-            })
-            .collect()
-    };
+    let summed = |table| summed_over_tasks(table, &reading.io, reading.stage, tasks);
     let reads: u64 = reading.io.iter().map(|(_, s)| s.read_requests).sum();
     let writes: u64 = reading.io.iter().map(|(_, s)| s.write_requests).sum();
     let mut metrics = Vec::new();

@@ -31,7 +31,7 @@ use futures::stream::BoxStream;
 use qprof_core::metric::TaskValue;
 use qprof_core::profile::{ProfileNode, QueryProfile, names};
 use qprof_datafusion::read_cache::CHUNK_BYTES;
-use qprof_datafusion::{Profiler, ReadCache, ReadCacheConfig};
+use qprof_datafusion::{ProfiledQuery, Profiler, ReadCache, ReadCacheConfig};
 
 /// A store in front of the local file system that counts what it serves and can make
 /// every read take a fixed time.
@@ -451,17 +451,20 @@ async fn cached_scan(profiler: &Profiler, ctx: &SessionContext, file: &FsPath) -
         .run_sql(ctx, "SELECT count(*), sum(x) FROM t WHERE x < 120000")
         .await
         .unwrap();
-    let column = |i: usize| {
-        run.batches[0]
-            .column(i)
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .unwrap()
-            .value(0)
-    };
+    let column = |i| first_row(&run, i);
     // bytes put together from chunks decode to the right answer
     assert_eq!((column(0), column(1)), (120_000, 120_000 * 119_999 / 2));
     node(&run.profile, "DataSourceExec").clone()
+}
+
+/// Column `i` of a run's first row, an Int64.
+fn first_row(run: &ProfiledQuery, i: usize) -> i64 {
+    run.batches[0]
+        .column(i)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap()
+        .value(0)
 }
 
 /// A one-partition session that queries files by location, through a RAM-only cache.
@@ -620,14 +623,7 @@ async fn a_streamed_read_through_the_cache_is_whole_and_counted_by_tier() {
     let mut tiers_of_runs = Vec::new();
     for _ in 0..2 {
         let run = profiler.run_sql(&ctx, &sql).await.unwrap();
-        let column = |i: usize| {
-            run.batches[0]
-                .column(i)
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .unwrap()
-                .value(0)
-        };
+        let column = |i| first_row(&run, i);
         assert_eq!((column(0), column(1)), (rows, rows * (rows - 1) / 2));
         let scan = node(&run.profile, "DataSourceExec");
         assert_eq!(value(scan, names::READ_BYTES), text.len() as i64);
