@@ -21,20 +21,40 @@ use std::sync::atomic::Ordering;
 
 use crate::clock::ClockSource;
 use crate::counters::OperatorTaskCounters;
+use crate::phases::JoinPhase;
 
 struct Frame {
     target: Arc<OperatorTaskCounters>,
     enter_ticks: u64,
     segment_start: u64,
     self_ticks: u64,
+    /// The part of `self_ticks` the target spent in a join's probe phase.
+    probe_ticks: u64,
     allocation_mark: u64,
     self_allocations: u64,
+}
+
+impl Frame {
+    /// Closes the frame's current segment of own time at `now`.
+    #[inline]
+    fn close_segment(&mut self, now: u64) {
+        let ticks = now.saturating_sub(self.segment_start);
+        self.self_ticks += ticks;
+        if self
+            .target
+            .phases()
+            .is_some_and(|p| p.current() == JoinPhase::Probe)
+        {
+            self.probe_ticks += ticks;
+        }
+    }
 }
 
 /// Work of one target inside the current outermost interval, not yet published.
 struct Pending {
     target: Arc<OperatorTaskCounters>,
     self_ticks: u64,
+    probe_ticks: u64,
     inclusive_ticks: u64,
     allocations: u64,
 }
@@ -90,7 +110,7 @@ pub fn enter<'c, C: ClockSource>(
             let allocations = clock.thread_allocations();
             match state.frames.last_mut() {
                 Some(parent) => {
-                    parent.self_ticks += now.saturating_sub(parent.segment_start);
+                    parent.close_segment(now);
                     parent.self_allocations += allocations.saturating_sub(parent.allocation_mark);
                 }
                 None => {
@@ -103,6 +123,7 @@ pub fn enter<'c, C: ClockSource>(
                 enter_ticks: now,
                 segment_start: now,
                 self_ticks: 0,
+                probe_ticks: 0,
                 allocation_mark: allocations,
                 self_allocations: 0,
             });
@@ -144,12 +165,14 @@ impl<C: ClockSource> Drop for FrameGuard<'_, C> {
             }
             // frames above ours belong to guards that were leaked: discard them
             state.frames.truncate(depth + 1);
-            let Some(frame) = state.frames.pop() else {
+            let Some(mut frame) = state.frames.pop() else {
                 return;
             };
             let now = clock.now_ticks();
             let allocations = clock.thread_allocations();
-            let self_ticks = frame.self_ticks + now.saturating_sub(frame.segment_start);
+            frame.close_segment(now);
+            let self_ticks = frame.self_ticks;
+            let probe_ticks = frame.probe_ticks;
             let self_allocations =
                 frame.self_allocations + allocations.saturating_sub(frame.allocation_mark);
             let inclusive_ticks = now.saturating_sub(frame.enter_ticks);
@@ -160,12 +183,14 @@ impl<C: ClockSource> Drop for FrameGuard<'_, C> {
             {
                 Some(p) => {
                     p.self_ticks += self_ticks;
+                    p.probe_ticks += probe_ticks;
                     p.inclusive_ticks += inclusive_ticks;
                     p.allocations += self_allocations;
                 }
                 None => state.pending.push(Pending {
                     target: frame.target,
                     self_ticks,
+                    probe_ticks,
                     inclusive_ticks,
                     allocations: self_allocations,
                 }),
@@ -210,6 +235,15 @@ fn publish<C: ClockSource>(clock: &C, pending: &mut Vec<Pending>, cpu: u64, oute
         t.cpu_nanos
             .fetch_add(share(p.inclusive_ticks), Ordering::Relaxed);
         t.allocations.fetch_add(p.allocations, Ordering::Relaxed);
+        if let Some(phases) = t.phases() {
+            let build_ticks = p.self_ticks.saturating_sub(p.probe_ticks);
+            for (phase, ticks) in [
+                (JoinPhase::Build, build_ticks),
+                (JoinPhase::Probe, p.probe_ticks),
+            ] {
+                phases.add_self_time(phase, clock.ticks_to_nanos(ticks), share(ticks));
+            }
+        }
     }
 }
 
@@ -264,6 +298,40 @@ mod tests {
         assert_eq!(c.self_cpu_nanos, 450);
         assert_eq!(p.cpu_nanos, 600);
         assert_eq!(p.self_cpu_nanos + c.self_cpu_nanos, 600);
+    }
+
+    #[test]
+    fn a_join_self_time_is_split_at_its_first_probe_read_and_excludes_children() {
+        let clock = ManualClock::new();
+        let (join, build, probe) = (counters(), counters(), counters());
+        let phases = Arc::clone(join.phases_or_init(true));
+        {
+            let _j = enter(&clock, &join);
+            clock.advance(10, 10); // the join's own work while building
+            {
+                let _b = enter(&clock, &build);
+                clock.advance(1_000, 1_000);
+            }
+            clock.advance(40, 20); // hashing the build side, partly descheduled
+            {
+                // the probe input's first poll: its frame opens, then the phase switches
+                let _p = enter(&clock, &probe);
+                phases.probe_polled(0);
+                clock.advance(300, 300);
+            }
+            clock.advance(25, 25); // probing
+        }
+        let (b, p, j) = (
+            phases.snapshot(JoinPhase::Build),
+            phases.snapshot(JoinPhase::Probe),
+            join.snapshot(),
+        );
+        assert_eq!((b.self_wall_nanos, p.self_wall_nanos), (50, 25));
+        assert_eq!(b.self_wall_nanos + p.self_wall_nanos, j.self_wall_nanos);
+        // 1355 ns of CPU over 1375 ns of wall, split by wall share
+        assert_eq!(b.self_cpu_nanos, 1355 * 50 / 1375);
+        assert_eq!(p.self_cpu_nanos, 1355 * 25 / 1375);
+        assert!(j.self_cpu_nanos - (b.self_cpu_nanos + p.self_cpu_nanos) <= 1);
     }
 
     #[test]

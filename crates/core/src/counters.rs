@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::io::IoCounters;
+use crate::phases::PhaseCounters;
 use crate::spill::SpillCounters;
 
 /// Tracks bytes currently reserved and their high-water mark.
@@ -74,6 +75,8 @@ pub struct OperatorTaskCounters {
     memory: MemoryTracker,
     io: OnceLock<Arc<IoCounters>>,
     spill: OnceLock<Arc<SpillCounters>>,
+    phases: OnceLock<Arc<PhaseCounters>>,
+    error: OnceLock<String>,
 }
 
 impl OperatorTaskCounters {
@@ -106,6 +109,9 @@ impl OperatorTaskCounters {
         self.memory.grow(bytes);
         for r in &self.memory_rollups {
             r.grow(bytes);
+        }
+        if let Some(phases) = self.phases.get() {
+            phases.note_memory(self.memory.current());
         }
     }
 
@@ -152,6 +158,9 @@ impl OperatorTaskCounters {
         self.batches.fetch_add(1, Ordering::Relaxed);
         self.rows.fetch_add(rows as u64, Ordering::Relaxed);
         self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        if let Some(phases) = self.phases.get() {
+            phases.record_output(rows);
+        }
     }
 
     /// Memory reserved by the operator in this task.
@@ -178,6 +187,37 @@ impl OperatorTaskCounters {
     /// The task's spill counters, created on first use.
     pub fn spill_or_init(&self) -> &Arc<SpillCounters> {
         self.spill.get_or_init(Arc::default)
+    }
+
+    /// The task's join phases, if it is a join's.
+    #[inline]
+    pub fn phases(&self) -> Option<&Arc<PhaseCounters>> {
+        self.phases.get()
+    }
+
+    /// Makes the task a join's, whose build phase ends when it first reads its probe input
+    /// (`sequential`) or never (inputs read together); the first call decides.
+    pub fn phases_or_init(&self, sequential: bool) -> &Arc<PhaseCounters> {
+        self.phases
+            .get_or_init(|| Arc::new(PhaseCounters::new(sequential)))
+    }
+
+    /// The spill counters of the task and, for a join, of its current phase.
+    pub fn spill_targets(&self) -> (Arc<SpillCounters>, Option<Arc<SpillCounters>>) {
+        let phase = self.phases().map(|p| Arc::clone(p.spill_now()));
+        (Arc::clone(self.spill_or_init()), phase)
+    }
+
+    /// Records that the task failed with `message`; the first failure is kept.
+    pub fn record_error(&self, message: impl FnOnce() -> String) {
+        if self.error.get().is_none() {
+            let _ = self.error.set(message());
+        }
+    }
+
+    /// Why the task failed, if it did.
+    pub fn error(&self) -> Option<&str> {
+        self.error.get().map(String::as_str)
     }
 
     /// Reads every counter.

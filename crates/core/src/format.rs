@@ -147,9 +147,29 @@ fn java_fixed(value: f64, decimals: usize) -> String {
     out
 }
 
+/// A camelCase name as lowercase words: `hashBuild` → `hash build`.
+pub fn camel_words(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for c in name.chars() {
+        if c.is_ascii_uppercase() {
+            out.push(' ');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn camel_case_reads_as_words() {
+        assert_eq!(camel_words("hashBuild"), "hash build");
+        assert_eq!(camel_words("sortMergeBuffered"), "sort merge buffered");
+    }
 
     #[test]
     fn integers_group_by_thousands() {

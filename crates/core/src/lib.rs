@@ -22,6 +22,7 @@ pub mod format;
 pub mod io;
 pub mod metric;
 pub mod periodic;
+pub mod phases;
 pub mod process;
 pub mod profile;
 pub mod sampling;

@@ -303,6 +303,16 @@ pub mod names {
     /// Files and file ranges a scan left out: by partition values while planning, by
     /// statistics when opening them.
     pub const SKIPPED_SPLITS: &str = "skippedSplits";
+    /// The metric-name prefixes of the two phases of each kind of join, build (or held)
+    /// side first: `hashBuildInputRows`, `hashProbeWallNanos`, ...
+    pub const JOIN_PHASE_PREFIXES: [(&str, &str); 6] = [
+        ("hashBuild", "hashProbe"),
+        ("crossBuild", "crossProbe"),
+        ("nestedLoopBuild", "nestedLoopProbe"),
+        ("piecewiseMergeBuffered", "piecewiseMergeStream"),
+        ("sortMergeBuffered", "sortMergeStream"),
+        ("symmetricHashLeft", "symmetricHashRight"),
+    ];
     /// All base metric names, in display order.
     pub const BASE: [&str; 10] = [
         WALL_NANOS,
@@ -396,6 +406,7 @@ fn render_node(node: &ProfileNode, depth: usize, total_self_cpu: i64, out: &mut 
         let _ = writeln!(out, "{indent}   {}", truncate(display, 110));
     }
     render_io(node, &indent, out);
+    render_join_phases(node, &indent, out);
     for f in &node.functions {
         let estimated = |yes: bool| if yes { "~" } else { "" };
         let _ = writeln!(
@@ -414,6 +425,35 @@ fn render_node(node: &ProfileNode, depth: usize, total_self_cpu: i64, out: &mut 
     for child in &node.children {
         render_node(child, depth + 1, total_self_cpu, out);
     }
+}
+
+/// The phase line of a join: per phase, the rows its input gave, its own time, its peak
+/// memory and what it spilled, where measured.
+fn render_join_phases(node: &ProfileNode, indent: &str, out: &mut String) {
+    let Some((build, probe)) = names::JOIN_PHASE_PREFIXES
+        .iter()
+        .find(|(build, _)| node.value(&format!("{build}InputRows")).is_some())
+    else {
+        return;
+    };
+    let phase = |prefix: &str| {
+        let v = |suffix: &str| node.value(&format!("{prefix}{suffix}"));
+        let mut parts = vec![format!(
+            "{} rows in",
+            format::integer(v("InputRows").unwrap_or(0))
+        )];
+        if let Some(wall) = v("WallNanos") {
+            parts.push(format!("own {}", format::human_nanos(wall.max(0) as u64)));
+        }
+        if let Some(peak) = v("PeakMemoryBytes") {
+            parts.push(format!("peak {}", format::bytes(peak)));
+        }
+        if let Some(spilled) = v("SpilledBytes").filter(|b| *b > 0) {
+            parts.push(format!("spilled {}", format::bytes(spilled)));
+        }
+        format!("{}: {}", format::camel_words(prefix), parts.join(", "))
+    };
+    let _ = writeln!(out, "{indent}   {}  |  {}", phase(build), phase(probe));
 }
 
 /// The I/O lines of an operator that touched storage: reads with their tiers, time and

@@ -2,9 +2,12 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use qprof_core::counters::{MemoryTracker, OperatorTaskCounters};
+use qprof_core::phases::JoinPhase;
+
+use crate::joins::JoinShape;
 
 use qprof_core::call_site::FunctionSite;
 
@@ -73,6 +76,10 @@ pub(crate) struct OperatorCounters {
     /// For a file scan: the files of its table that planning left out by their partition
     /// values (Hive-style directories), before any task ran.
     pub(crate) files_pruned_at_listing: AtomicU64,
+    /// For a join: how it reads its inputs.
+    pub(crate) join: OnceLock<JoinShape>,
+    /// For an input of a join: the side it feeds.
+    pub(crate) join_input: OnceLock<JoinPhase>,
 }
 
 impl OperatorCounters {
@@ -89,6 +96,8 @@ impl OperatorCounters {
             memory,
             plan,
             files_pruned_at_listing: AtomicU64::new(0),
+            join: OnceLock::new(),
+            join_input: OnceLock::new(),
         }
     }
 
@@ -115,10 +124,11 @@ impl OperatorCounters {
             if let Some(stage) = self.stage() {
                 rollups.push(self.plan.stage_task_memory(stage, partition));
             }
-            Arc::new(OperatorTaskCounters::with_links(
-                rollups,
-                Some(Arc::clone(&self.spawned)),
-            ))
+            let task = OperatorTaskCounters::with_links(rollups, Some(Arc::clone(&self.spawned)));
+            if let Some(join) = self.join.get() {
+                task.phases_or_init(join.sequential);
+            }
+            Arc::new(task)
         }))
     }
 

@@ -26,7 +26,7 @@ pub(crate) struct NativeMetricDef {
     pub native: &'static str,
     /// Which number of the metric to read.
     pub read_as: ReadAs,
-    /// qprof's camelCase name, e.g. `hashBuildWallNanos`.
+    /// qprof's camelCase name, e.g. `buildTimeNanos`.
     pub name: &'static str,
     /// Spark-style display name; `{op}` stands for the operator's label.
     pub display: &'static str,
@@ -86,13 +86,15 @@ pub(crate) const SUPERSEDED: &[&str] = &[
 
 #[rustfmt::skip]
 const BUILD_PROBE_JOIN: &[NativeMetricDef] = &[
-    def("build_time", Value, "hashBuildWallNanos", "time of hash build", NsTiming),
-    def("build_input_batches", Value, "hashBuildInputVectors", "number of hash build input vectors", Sum),
-    def("build_input_rows", Value, "hashBuildInputRows", "number of hash build input rows", Sum),
-    def("build_mem_used", Value, "hashBuildPeakMemoryBytes", "hash build peak memory bytes", Size),
-    def("join_time", Value, "hashProbeWallNanos", "time of hash probe", NsTiming),
-    def("input_batches", Value, "hashProbeInputVectors", "number of hash probe input vectors", Sum),
-    def("input_rows", Value, "hashProbeInputRows", "number of hash probe input rows", Sum),
+    // DataFusion's own timers: the build time includes the build input's work; qprof's
+    // phase metrics (hashBuild*, hashProbe*) measure the join's own time by phase
+    def("build_time", Value, "buildTimeNanos", "build time, with the build input's", NsTiming),
+    def("build_input_batches", Value, "buildInputVectors", "number of build input vectors", Sum),
+    def("build_input_rows", Value, "buildInputRows", "number of build input rows", Sum),
+    def("build_mem_used", Value, "buildMemoryBytes", "build memory bytes", Size),
+    def("join_time", Value, "joinTimeNanos", "time of joining", NsTiming),
+    def("input_batches", Value, "probeInputVectors", "number of probe input vectors", Sum),
+    def("input_rows", Value, "probeInputRows", "number of probe input rows", Sum),
     def("probe_hit_rate", RatioPercent, "hashProbeHitRatePercent", "hash probe hit rate (%)", Average),
     def("avg_fanout", RatioPercent, "hashProbeFanoutPercent", "hash probe fanout (%)", Average),
     def("array_map_created_count", Value, "hashBuildArrayMaps", "number of array maps built", Sum),
@@ -416,7 +418,7 @@ mod tests {
         );
         assert_eq!(base_display_name("wallNanos", "filter"), "time of filter");
         let build = native_defs("HashJoinExec", "build_time");
-        assert_eq!(build[0].display, "time of hash build");
+        assert_eq!(build[0].name, "buildTimeNanos");
         assert_eq!(
             native_defs("SortExec", "spill_count")[0].name,
             "spilledFiles"

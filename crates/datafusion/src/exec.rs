@@ -41,9 +41,11 @@ use qprof_core::clock::{SystemClock, epoch_millis};
 use qprof_core::counters::OperatorTaskCounters;
 use qprof_core::io::IoCounters;
 use qprof_core::periodic::PeriodicUpdater;
+use qprof_core::phases::JoinPhase;
 
 use crate::counters::OperatorCounters;
 use crate::io::process_updater;
+use crate::profiler::error_line;
 
 /// Wraps one operator of a plan and records its work per task.
 pub struct ProfiledExec {
@@ -226,6 +228,11 @@ impl ExecutionPlan for ProfiledExec {
     ) -> Result<SendableRecordBatchStream> {
         let task = self.stats.task(partition);
         task.record_start(epoch_millis());
+        // an input of a join is executed by the join's task, inside its frame
+        let feeds = self.stats.join_input.get().and_then(|side| {
+            let join = attribution::current().filter(|t| t.phases().is_some())?;
+            Some(JoinFeed { join, side: *side })
+        });
         if let Some(updater) = &self.io_updater {
             task.io_or_init(|| IoCounters::new(updater));
         }
@@ -238,6 +245,7 @@ impl ExecutionPlan for ProfiledExec {
         Ok(Box::pin(ProfiledStream {
             inner: ManuallyDrop::new(inner),
             task,
+            feeds,
         }))
     }
 
@@ -344,11 +352,18 @@ impl ExecutionPlan for ProfiledExec {
     }
 }
 
+/// The join task an input's stream feeds, and on which side.
+struct JoinFeed {
+    join: Arc<OperatorTaskCounters>,
+    side: JoinPhase,
+}
+
 /// The output stream of one task of a profiled operator.
 struct ProfiledStream {
     /// Dropped in `Drop`, inside a frame: tearing down an operator is its own work.
     inner: ManuallyDrop<SendableRecordBatchStream>,
     task: Arc<OperatorTaskCounters>,
+    feeds: Option<JoinFeed>,
 }
 
 /// The task's output ended or was dropped: it finishes, and its periodic counters stop.
@@ -380,6 +395,13 @@ impl Stream for ProfiledStream {
             io.poll_started(io.now_nanos());
         }
         let frame = attribution::enter(&SystemClock, &this.task);
+        if let Some(feed) = &this.feeds
+            && feed.side == JoinPhase::Probe
+            && let Some(phases) = feed.join.phases()
+        {
+            // the join's own time up to here was closed when this frame opened
+            phases.probe_polled(feed.join.memory().current());
+        }
         let polled = this.inner.poll_next_unpin(cx);
         drop(frame);
         if let (Some(io), Poll::Pending) = (io, &polled) {
@@ -390,9 +412,15 @@ impl Stream for ProfiledStream {
                 // Arrow's buffer sizes: no allocation, unlike DataFusion's de-duplicating count
                 this.task
                     .record_batch(batch.num_rows(), batch.get_array_memory_size());
+                if let Some(feed) = &this.feeds
+                    && let Some(phases) = feed.join.phases()
+                {
+                    phases.record_input(feed.side, batch.num_rows());
+                }
             }
+            Poll::Ready(Some(Err(e))) => this.task.record_error(|| error_line(e)),
             Poll::Ready(None) => finish(&this.task),
-            _ => {}
+            Poll::Pending => {}
         }
         polled
     }

@@ -35,6 +35,7 @@ mod exec;
 #[cfg(feature = "bench")]
 pub mod function_bench;
 mod io;
+mod joins;
 mod memory;
 mod native_metrics;
 pub mod options;

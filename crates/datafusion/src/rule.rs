@@ -13,6 +13,7 @@ use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMerge
 
 use crate::counters::{OperatorCounters, PlanCounters};
 use crate::exec::ProfiledExec;
+use crate::joins::join_shape;
 
 /// Wraps every operator of a physical plan in a [`ProfiledExec`].
 ///
@@ -51,6 +52,7 @@ impl PhysicalOptimizerRule for ProfilingRule {
             })
             .data()?;
         assign_stages(&wrapped);
+        mark_joins(&wrapped);
         Ok(wrapped)
     }
 
@@ -110,5 +112,25 @@ fn assign_stages(root: &Arc<dyn ExecutionPlan>) {
                 p.stats().set_stage(id as u32);
             }
         }
+    }
+}
+
+/// Records the shape of every join and, on each of its inputs, the side it feeds.
+fn mark_joins(plan: &Arc<dyn ExecutionPlan>) {
+    if let Some(join) = ProfiledExec::of(plan.as_ref())
+        .and_then(|exec| Some((exec, join_shape(exec.inner().as_ref())?)))
+    {
+        let (exec, shape) = join;
+        let _ = exec.stats().join.set(shape);
+        for (index, child) in plan.children().into_iter().enumerate() {
+            if let (Some(input), Some(side)) =
+                (ProfiledExec::of(child.as_ref()), shape.side_of(index))
+            {
+                let _ = input.stats().join_input.set(side);
+            }
+        }
+    }
+    for child in plan.children() {
+        mark_joins(child);
     }
 }

@@ -44,8 +44,9 @@ impl TempFileFactory for CountingTempFileFactory {
         let Some(task) = attribution::current() else {
             return Ok(file);
         };
-        let counters = Arc::clone(task.spill_or_init());
-        counters.record_file();
+        let (task, phase) = task.spill_targets();
+        let counters = SpillTargets { task, phase };
+        counters.for_each(SpillCounters::record_file);
         Ok(Arc::new(CountedSpillFile {
             inner: file,
             counters,
@@ -53,10 +54,26 @@ impl TempFileFactory for CountingTempFileFactory {
     }
 }
 
+/// Where a spill file is counted: its task and, for a join, the phase it was created in.
+#[derive(Clone)]
+struct SpillTargets {
+    task: Arc<SpillCounters>,
+    phase: Option<Arc<SpillCounters>>,
+}
+
+impl SpillTargets {
+    fn for_each(&self, record: impl Fn(&SpillCounters)) {
+        record(&self.task);
+        if let Some(phase) = &self.phase {
+            record(phase);
+        }
+    }
+}
+
 /// A spill file whose writes and reads are counted.
 struct CountedSpillFile {
     inner: Arc<dyn SpillFile>,
-    counters: Arc<SpillCounters>,
+    counters: SpillTargets,
 }
 
 impl SpillFile for CountedSpillFile {
@@ -72,14 +89,14 @@ impl SpillFile for CountedSpillFile {
         let inner = self.inner.read_stream()?;
         Ok(Box::pin(CountedRead {
             inner,
-            counters: Arc::clone(&self.counters),
+            counters: self.counters.clone(),
         }))
     }
 
     fn open_writer(&self) -> Result<Box<dyn SpillWriter>> {
         Ok(Box::new(CountedWriter {
             inner: self.inner.open_writer()?,
-            counters: Arc::clone(&self.counters),
+            counters: self.counters.clone(),
         }))
     }
 }
@@ -91,22 +108,24 @@ fn nanos_since(start: Instant) -> u64 {
 /// Writes to a spill file, counted with their time.
 struct CountedWriter {
     inner: Box<dyn SpillWriter>,
-    counters: Arc<SpillCounters>,
+    counters: SpillTargets,
 }
 
 impl Write for CountedWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let start = Instant::now();
         let written = self.inner.write(buf)?;
+        let nanos = nanos_since(start);
         self.counters
-            .record_write(written as u64, nanos_since(start));
+            .for_each(|c| c.record_write(written as u64, nanos));
         Ok(written)
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
         let start = Instant::now();
         let flushed = self.inner.flush();
-        self.counters.record_write(0, nanos_since(start));
+        let nanos = nanos_since(start);
+        self.counters.for_each(|c| c.record_write(0, nanos));
         flushed
     }
 }
@@ -115,7 +134,8 @@ impl SpillWriter for CountedWriter {
     fn finish(&mut self) -> Result<()> {
         let start = Instant::now();
         let finished = self.inner.finish();
-        self.counters.record_write(0, nanos_since(start));
+        let nanos = nanos_since(start);
+        self.counters.for_each(|c| c.record_write(0, nanos));
         finished
     }
 }
@@ -123,7 +143,7 @@ impl SpillWriter for CountedWriter {
 /// A spill file read back, counted by its chunks and the time its polls took.
 struct CountedRead {
     inner: Pin<Box<dyn Stream<Item = Result<Bytes>> + Send>>,
-    counters: Arc<SpillCounters>,
+    counters: SpillTargets,
 }
 
 impl Stream for CountedRead {
@@ -136,7 +156,8 @@ impl Stream for CountedRead {
             Poll::Ready(Some(Ok(chunk))) => chunk.len() as u64,
             _ => 0,
         };
-        self.counters.record_read(bytes, nanos_since(start));
+        let nanos = nanos_since(start);
+        self.counters.for_each(|c| c.record_read(bytes, nanos));
         polled
     }
 }

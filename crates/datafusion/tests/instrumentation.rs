@@ -173,11 +173,16 @@ fn check_consumption(q: usize, node: &ProfileNode) {
     match node.name.as_str() {
         "FilterExec" => checks.push(("inputRows", 0)),
         "HashJoinExec" => {
+            // qprof's phases count what each input gave the join
             checks.push(("hashBuildInputRows", 0));
-            // other join types also count the build rows they emit at the end as input
+            checks.push(("hashProbeInputRows", 1));
+            // DataFusion's count agrees on the build side; on the probe side its other
+            // join types also count the build rows they emit at the end
+            checks.push(("buildInputRows", 0));
             if node.display.contains("join_type=Inner") {
-                checks.push(("hashProbeInputRows", 1));
+                checks.push(("probeInputRows", 1));
             }
+            check_phase_times(q, node);
         }
         "AggregateExec" if node.metric("inputRows").is_some() => checks.push(("inputRows", 0)),
         _ => {}
@@ -192,6 +197,43 @@ fn check_consumption(q: usize, node: &ProfileNode) {
             node.children[child].id
         );
     }
+}
+
+/// A join's own time is its build phase's plus its probe phase's (each rounded to whole
+/// nanoseconds once per published interval).
+fn check_phase_times(q: usize, node: &ProfileNode) {
+    let polls = value(node, "numPolls");
+    for (total, build, probe) in [
+        (
+            names::SELF_WALL_NANOS,
+            "hashBuildWallNanos",
+            "hashProbeWallNanos",
+        ),
+        (
+            names::SELF_CPU_NANOS,
+            "hashBuildCpuNanos",
+            "hashProbeCpuNanos",
+        ),
+    ] {
+        let (total, build, probe) = (value(node, total), value(node, build), value(node, probe));
+        assert!(
+            (total - (build + probe)).abs() <= 2 * polls,
+            "q{q}: #{} phases {build} + {probe} != own time {total}",
+            node.id
+        );
+    }
+    assert_eq!(
+        value(node, "hashBuildOutputRows"),
+        value(node, "hashBuildInputRows"),
+        "q{q}: #{} rows held != build input",
+        node.id
+    );
+    assert_eq!(
+        value(node, "hashProbeOutputRows"),
+        value(node, names::OUTPUT_ROWS),
+        "q{q}: #{} probe output != join output",
+        node.id
+    );
 }
 
 /// DataFusion counts each operator's output rows and bytes itself: qprof's rows must

@@ -9,12 +9,15 @@ use qprof_core::counters::{OperatorTaskCounters, OperatorTaskSnapshot};
 use qprof_core::io::{CONCURRENCY_BUCKETS, IoSnapshot};
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
 use qprof_core::periodic::{bucket_info_string, bucket_percentages};
+use qprof_core::phases::JoinPhase;
 use qprof_core::profile::{
     FunctionProfile, NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskMetric, TaskProfile,
     names,
 };
 use qprof_core::sampling::FunctionStats;
 use qprof_core::spill::SpillSnapshot;
+
+mod joins;
 
 use crate::definitions;
 use crate::exec::ProfiledExec;
@@ -67,6 +70,8 @@ struct OperatorSnapshot {
     io: Vec<(Option<usize>, IoSnapshot)>,
     /// Spilling of the tasks that spilled, by partition (`None`: spawned work).
     spill: Vec<(Option<usize>, SpillSnapshot)>,
+    /// For a join: each task's phases, by partition.
+    phases: Vec<joins::PhaseReading>,
 }
 
 impl OperatorSnapshot {
@@ -83,7 +88,15 @@ impl OperatorSnapshot {
             .filter_map(|(p, c)| spill_of(Some(*p), c))
             .chain(spill_of(None, &stats.spawned))
             .collect();
+        let phases = executed
+            .iter()
+            .filter_map(|(p, c)| {
+                let phases = c.phases()?;
+                Some((Some(*p), JoinPhase::ALL.map(|phase| phases.snapshot(phase))))
+            })
+            .collect();
         Self {
+            phases,
             stage: stats.stage(),
             tasks: executed.iter().map(|(p, c)| (*p, c.snapshot())).collect(),
             spawned: Some(stats.spawned.snapshot())
@@ -177,6 +190,13 @@ pub(crate) fn collect_profile(
         &mut next_unwrapped_id,
         &mut functions,
     );
+    let join_shapes: Vec<_> = wrapped
+        .iter()
+        .filter_map(|e| Some((e.node_id(), *e.stats().join.get()?)))
+        .collect();
+    if !join_shapes.is_empty() {
+        joins::add_projection_metrics(&mut root, &join_shapes);
+    }
     // calls made outside any operator's frame
     if !unplaced.is_empty() {
         root.info.push((
@@ -273,6 +293,9 @@ const SPILL_METRICS: &[SnapshotMetric<SpillSnapshot>] = &[
 
 /// The spill metrics of an operator whose tasks spilled, counted at the files.
 fn spill_metrics(reading: &OperatorSnapshot, tasks: &TaskMap) -> Vec<NodeMetric> {
+    if reading.spill.is_empty() {
+        return Vec::new();
+    }
     summed_over_tasks(SPILL_METRICS, &reading.spill, reading.stage, tasks)
 }
 
@@ -373,6 +396,14 @@ fn build_node(
             let is_sink = name == "DataSinkExec";
             metrics.extend(io_metrics(reading, tasks, is_sink, &mut info));
             metrics.extend(spill_metrics(reading, tasks));
+            if let Some(shape) = exec.stats().join.get() {
+                metrics.extend(joins::phase_metrics(
+                    shape,
+                    &reading.phases,
+                    reading.stage,
+                    tasks,
+                ));
+            }
             (exec.node_id(), reading.stage, metrics)
         }
         None => {

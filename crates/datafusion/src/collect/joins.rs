@@ -1,0 +1,179 @@
+//! A join's metrics by phase (`hashBuild*`, `hashProbe*`, ...) and the projections around
+//! it (`buildPreProjection*`, `streamPreProjection*`, `postProjection*`).
+
+use qprof_core::format;
+use qprof_core::metric::{MetricKind, TaskValue};
+use qprof_core::phases::{JoinPhase, PhaseSnapshot};
+use qprof_core::profile::{NodeMetric, ProfileNode, names};
+
+use super::{TaskMap, clamp};
+use crate::joins::JoinShape;
+
+/// The phases of one join task, by partition (`None`: spawned work).
+pub(super) type PhaseReading = (Option<usize>, [PhaseSnapshot; 2]);
+
+/// A phase metric's reading of a snapshot.
+type PhaseRead = fn(&PhaseSnapshot) -> u64;
+
+/// The metrics of both phases of a join, task by task.
+///
+/// A join that reads both inputs together gets its inputs' rows only (and, if it holds
+/// one side, that side's peak memory and spilling); its time is not split. Spill figures
+/// appear when the join spilled.
+pub(super) fn phase_metrics(
+    shape: &JoinShape,
+    readings: &[PhaseReading],
+    stage: Option<u32>,
+    tasks: &TaskMap,
+) -> Vec<NodeMetric> {
+    let spilled = readings
+        .iter()
+        .any(|(_, phases)| phases.iter().any(|p| p.spill.files > 0));
+    let mut out = Vec::new();
+    for phase in JoinPhase::ALL {
+        let prefix = shape.prefix(phase);
+        let words = format::camel_words(prefix);
+        let holds = shape.holds_build_side && (shape.sequential || phase == JoinPhase::Build);
+        let mut table: Vec<(&str, String, MetricKind, PhaseRead)> = vec![(
+            "InputRows",
+            format!("number of {words} input rows"),
+            MetricKind::Sum,
+            |s| s.input_rows,
+        )];
+        if shape.sequential {
+            table.extend([
+                (
+                    "OutputRows",
+                    format!("number of {words} output rows"),
+                    MetricKind::Sum,
+                    (|s| s.output_rows) as PhaseRead,
+                ),
+                (
+                    "WallNanos",
+                    format!("time of {words}"),
+                    MetricKind::NsTiming,
+                    |s| s.self_wall_nanos,
+                ),
+                (
+                    "CpuNanos",
+                    format!("cpu time of {words}"),
+                    MetricKind::NsTiming,
+                    |s| s.self_cpu_nanos,
+                ),
+            ]);
+        }
+        if holds {
+            table.push((
+                "PeakMemoryBytes",
+                format!("{words} peak memory bytes"),
+                MetricKind::Size,
+                |s| s.peak_memory_bytes,
+            ));
+        }
+        if holds && spilled {
+            table.extend([
+                (
+                    "SpilledBytes",
+                    format!("{words} spilled bytes"),
+                    MetricKind::Size,
+                    (|s| s.spill.written_bytes) as PhaseRead,
+                ),
+                (
+                    "SpilledFiles",
+                    format!("{words} spilled files"),
+                    MetricKind::Sum,
+                    |s| s.spill.files,
+                ),
+                (
+                    "SpillWriteNanos",
+                    format!("time of {words} spill writes"),
+                    MetricKind::NsTiming,
+                    |s| s.spill.write_nanos,
+                ),
+            ]);
+        }
+        for (suffix, display, kind, read) in table {
+            let values = readings
+                .iter()
+                .map(|(p, phases)| TaskValue {
+                    task: p.and_then(|p| tasks.get(stage, p)),
+                    value: clamp(read(&phases[phase as usize])),
+                })
+                .collect();
+            out.push(NodeMetric::summed(
+                format!("{prefix}{suffix}"),
+                display,
+                kind,
+                values,
+            ));
+        }
+    }
+    out
+}
+
+/// The projection metrics of a join, from the `ProjectionExec` directly below each of its
+/// sides (pre-projections) and directly above it (post-projection): its own wall time and
+/// the batches it evaluated, task by task. Visits the whole tree.
+pub(super) fn add_projection_metrics(node: &mut ProfileNode, joins: &[(usize, JoinShape)]) {
+    let shape_of = |id: usize| joins.iter().find(|(j, _)| *j == id).map(|(_, s)| *s);
+    if let Some(shape) = shape_of(node.id) {
+        for (side, prefix, display) in [
+            (
+                shape.build_child,
+                "buildPreProjection",
+                "build preProjection",
+            ),
+            (
+                shape.probe_child,
+                "streamPreProjection",
+                "stream preProjection",
+            ),
+        ] {
+            if let Some(projection) = node.children.get(side).filter(|c| is_projection(c)) {
+                let metrics = projection_metrics(projection, prefix, display);
+                node.metrics.extend(metrics);
+            }
+        }
+    }
+    if is_projection(node)
+        && let [child] = node.children.as_slice()
+        && shape_of(child.id).is_some()
+    {
+        let metrics = projection_metrics(node, "postProjection", "postProjection");
+        node.children[0].metrics.extend(metrics);
+    }
+    for child in &mut node.children {
+        add_projection_metrics(child, joins);
+    }
+}
+
+fn is_projection(node: &ProfileNode) -> bool {
+    node.name == "ProjectionExec"
+}
+
+fn projection_metrics(projection: &ProfileNode, prefix: &str, display: &str) -> Vec<NodeMetric> {
+    let copy = |from: &str, suffix: &str, display: String| {
+        let metric = projection.metrics.iter().find(|m| m.name == from)?;
+        Some(NodeMetric::summed(
+            format!("{prefix}{suffix}"),
+            display,
+            metric.kind,
+            metric.tasks.clone(),
+        ))
+    };
+    [
+        copy(
+            names::SELF_WALL_NANOS,
+            "WallNanos",
+            format!("time of {display}"),
+        ),
+        copy(
+            names::OUTPUT_VECTORS,
+            "CpuCount",
+            format!("{display} cpu wall time count"),
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}

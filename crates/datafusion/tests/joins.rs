@@ -1,0 +1,149 @@
+//! A join's build and probe phases: the rows each input gave it, and its own time in each
+//! phase, never its inputs' work.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::datasource::MemTable;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use qprof_core::profile::{ProfileNode, QueryProfile, names};
+use qprof_datafusion::Profiler;
+
+const BUILD_BATCHES: usize = 4;
+
+fn table(batches: usize, rows: i64) -> Arc<MemTable> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("v", DataType::Int64, false),
+    ]));
+    let batches = (0..batches as i64)
+        .map(|b| {
+            let k: Int64Array = (0..rows).map(|i| (b * rows + i) % 1000).collect();
+            let v: Int64Array = (0..rows).map(|i| b * rows + i).collect();
+            RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(k), Arc::new(v)]).unwrap()
+        })
+        .collect();
+    Arc::new(MemTable::try_new(schema, vec![batches]).unwrap())
+}
+
+/// Runs a join whose build side evaluates `slow(k)`, a function that sleeps `pause` per
+/// batch, and returns the profile.
+async fn join_with_slow_build(pause: Duration) -> QueryProfile {
+    let profiler = Profiler::new();
+    let state = profiler
+        .instrument(
+            SessionStateBuilder::new()
+                .with_config(SessionConfig::new().with_target_partitions(1))
+                .with_default_features(),
+        )
+        .build();
+    let ctx = SessionContext::new_with_state(state);
+    ctx.register_table("small", table(BUILD_BATCHES, 50))
+        .unwrap();
+    ctx.register_table("big", table(8, 2_000)).unwrap();
+    let slow = create_udf(
+        "slow",
+        vec![DataType::Int64],
+        DataType::Int64,
+        Volatility::Volatile,
+        Arc::new(move |args: &[ColumnarValue]| {
+            std::thread::sleep(pause);
+            let arrays = ColumnarValue::values_to_arrays(args)?;
+            Ok(ColumnarValue::Array(Arc::clone(&arrays[0]) as ArrayRef))
+        }),
+    );
+    ctx.register_udf(slow);
+    let run = profiler
+        .run_sql(
+            &ctx,
+            "SELECT s.x, big.v FROM (SELECT k, slow(v) AS x FROM small) s JOIN big ON s.k = big.k",
+        )
+        .await
+        .unwrap();
+    let rows: usize = run.batches.iter().map(|b| b.num_rows()).sum();
+    // 200 distinct build keys, each matching 16 of the big table's 16,000 rows
+    assert_eq!(rows, 200 * 16);
+    run.profile
+}
+
+fn find<'a>(node: &'a ProfileNode, name: &str) -> Option<&'a ProfileNode> {
+    if node.name == name {
+        return Some(node);
+    }
+    node.children.iter().find_map(|c| find(c, name))
+}
+
+fn value(node: &ProfileNode, name: &str) -> i64 {
+    node.value(name)
+        .unwrap_or_else(|| panic!("#{} {} has no {name}", node.id, node.name))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expensive_build_input_is_the_inputs_time_not_the_build_phases() {
+    let pause = Duration::from_millis(40);
+    let profile = join_with_slow_build(pause).await;
+    let text = profile.render_text(2);
+    let join = find(&profile.plan, "HashJoinExec").expect("a hash join");
+    let build = &join.children[0];
+    assert_eq!(build.name, "ProjectionExec", "the build side:\n{text}");
+    let slept = (pause.as_nanos() as i64) * BUILD_BATCHES as i64;
+
+    // the rows each side gave the join
+    assert_eq!(
+        value(join, "hashBuildInputRows"),
+        value(build, names::OUTPUT_ROWS)
+    );
+    assert_eq!(
+        value(join, "hashProbeInputRows"),
+        value(&join.children[1], names::OUTPUT_ROWS)
+    );
+    assert_eq!(value(join, "hashBuildInputRows"), 200);
+    assert_eq!(value(join, "hashProbeInputRows"), 16_000);
+
+    // the sleep is the projection's own time, seen from the join as its pre-projection
+    assert!(value(build, names::SELF_WALL_NANOS) >= slept, "{text}");
+    assert_eq!(
+        value(join, "buildPreProjectionWallNanos"),
+        value(build, names::SELF_WALL_NANOS)
+    );
+    assert_eq!(
+        value(join, "buildPreProjectionCpuCount"),
+        BUILD_BATCHES as i64
+    );
+    // DataFusion's build timer counts it; the build phase does not
+    assert!(value(join, "buildTimeNanos") >= slept, "{text}");
+    let build_phase = value(join, "hashBuildWallNanos");
+    assert!(
+        build_phase < slept / 2,
+        "build phase {build_phase} ns holds the input's {slept} ns:\n{text}"
+    );
+    // the phases make up the join's own time
+    let own = value(join, names::SELF_WALL_NANOS);
+    let phases = build_phase + value(join, "hashProbeWallNanos");
+    assert!(
+        (own - phases).abs() <= 2 * value(join, "numPolls"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn phase_metrics_reach_the_rendered_profile() {
+    let profile = join_with_slow_build(Duration::ZERO).await;
+    let text = profile.render_text(2);
+    // the join's phase line: each side's rows, own time and peak
+    assert!(
+        text.lines()
+            .any(|l| l.contains("hash build: 200 rows in, own ")
+                && l.contains("|  hash probe: 16,000 rows in, own ")),
+        "no phase line in\n{text}"
+    );
+    let join = find(&profile.plan, "HashJoinExec").unwrap();
+    // the hash table is held from the build phase into the probe phase
+    let build_peak = value(join, "hashBuildPeakMemoryBytes");
+    assert!(build_peak > 0);
+    assert!(value(join, "hashProbePeakMemoryBytes") >= build_peak);
+}
