@@ -17,7 +17,7 @@ use qprof_datafusion::options::{
 };
 use qprof_datafusion::read_cache::DEFAULT_MEMORY_BYTES;
 use qprof_datafusion::{
-    Profiler, ProfilingSession, ReadCache, ReadCacheConfig, describe_sql, error_line,
+    Profiler, ProfilingSession, QueryFailure, ReadCache, ReadCacheConfig, describe_sql, error_line,
 };
 use qprof_eventlog::listener::EventLogListener;
 use qprof_eventlog::profile_json::ProfilesDocument;
@@ -149,6 +149,7 @@ pub(crate) async fn run_tpch(args: RunArgs) -> Result<()> {
     let log = keep_event_log(&args.exec.log, &session)?;
     let outcome = async {
         let mut profiles = Vec::with_capacity(queries.len());
+        let mut failures = Failures::default();
         for q in queries {
             let sql = qprof_tpch::query(q).with_context(|| format!("no TPC-H query {q}"))?;
             let outcome = with_progress(
@@ -159,13 +160,18 @@ pub(crate) async fn run_tpch(args: RunArgs) -> Result<()> {
             )
             .await;
             check_listeners(&session)?;
-            let run = outcome
-                .map_err(|failure| failure.error)
-                .with_context(|| format!("TPC-H query {q} failed"))?;
+            let run = match outcome {
+                Ok(run) => run,
+                Err(failure) => {
+                    failures.record(&format!("TPC-H query {q}"), failure, &mut profiles);
+                    continue;
+                }
+            };
             print_profile(&run.profile, args.exec.top)?;
             profiles.push(run.profile);
         }
-        summarize(&profiles, &args.exec)
+        summarize(&profiles, &args.exec)?;
+        failures.into_result()
     }
     .await;
     end_run(&session, log.as_deref(), outcome).await
@@ -190,6 +196,7 @@ pub(crate) async fn run_sql(args: SqlArgs) -> Result<()> {
     let log = keep_event_log(&args.exec.log, &session)?;
     let outcome = async {
         let mut profiles = Vec::new();
+        let mut failures = Failures::default();
         let several = statements.len() > 1;
         for (i, sql) in statements.iter().enumerate() {
             let id = profiles.len() + 1;
@@ -201,11 +208,16 @@ pub(crate) async fn run_sql(args: SqlArgs) -> Result<()> {
             )
             .await;
             check_listeners(&session)?;
-            let run = outcome.map_err(|failure| failure.error);
-            let run = if several {
-                run.with_context(|| format!("statement {} failed", i + 1))?
-            } else {
-                run?
+            let run = match outcome {
+                Ok(run) => run,
+                // a lone statement's failure is the command's error, as it is
+                Err(failure) if !several => {
+                    return Err(failure.error.into());
+                }
+                Err(failure) => {
+                    failures.record(&format!("statement {}", i + 1), failure, &mut profiles);
+                    continue;
+                }
             };
             let pretty = datafusion::arrow::util::pretty::pretty_format_batches(&run.batches)
                 .context("cannot format the result")?;
@@ -213,10 +225,37 @@ pub(crate) async fn run_sql(args: SqlArgs) -> Result<()> {
             print_profile(&run.profile, args.exec.top)?;
             profiles.push(run.profile);
         }
-        summarize(&profiles, &args.exec)
+        summarize(&profiles, &args.exec)?;
+        failures.into_result()
     }
     .await;
     end_run(&session, log.as_deref(), outcome).await
+}
+
+/// The queries of a run that failed. A failure is shown on one line as it happens and the
+/// run goes on; its profile up to the failure (its failed tasks with their reasons) is kept
+/// with the others, and the run fails at its end.
+#[derive(Default)]
+struct Failures {
+    failed: Vec<String>,
+}
+
+impl Failures {
+    fn record(&mut self, label: &str, failure: QueryFailure, profiles: &mut Vec<QueryProfile>) {
+        eprintln!("{label} failed: {}", failure.error);
+        if let Some(profile) = failure.profile {
+            profiles.push(*profile);
+        }
+        self.failed.push(label.to_string());
+    }
+
+    fn into_result(self) -> Result<()> {
+        match self.failed.as_slice() {
+            [] => Ok(()),
+            [one] => bail!("{one} failed"),
+            several => bail!("{} queries failed: {}", several.len(), several.join(", ")),
+        }
+    }
 }
 
 /// How long a query runs before its progress line shows.

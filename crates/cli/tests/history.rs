@@ -8,7 +8,10 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use common::http_get;
 use serde_json::Value;
+
+mod common;
 
 fn qprof() -> Command {
     Command::new(env!("CARGO_BIN_EXE_qprof"))
@@ -221,6 +224,104 @@ fn a_failed_query_is_logged_as_failed_and_the_app_completes() {
     let app_end = lines.last().unwrap();
     assert_eq!(app_end["Event"], "SparkListenerApplicationEnd");
     assert_eq!(app_end["ExitCode"], 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_query_over_the_memory_limit_fails_its_tasks_and_the_run_goes_on() {
+    let dir = temp_dir("pressure");
+    let (events, spill) = (dir.join("events"), dir.join("spill"));
+    std::fs::create_dir_all(&spill).unwrap();
+    let script = dir.join("script.sql");
+    // a hash join's build side cannot spill: 2M rows do not fit in 16 MiB
+    std::fs::write(
+        &script,
+        "SELECT count(*) AS n FROM generate_series(1, 2000000) AS a(x) \
+         JOIN generate_series(1, 2000000) AS b(y) ON x = y;\n\
+         SELECT count(*) AS n FROM generate_series(1, 1000) AS s(v);\n",
+    )
+    .unwrap();
+    let out = qprof()
+        .args(["sql", "-f"])
+        .arg(&script)
+        .args(["--memory-limit", "16M", "--partitions", "2", "--top", "0"])
+        .arg("--spill-dir")
+        .arg(&spill)
+        .arg("--event-log-dir")
+        .arg(&events)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(!out.status.success());
+    // one line for the failure when it happens, one for the run at its end
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(
+        lines[0].starts_with("statement 1 failed: Resources exhausted"),
+        "{stderr}"
+    );
+    assert!(lines[1].contains("statement 1 failed"), "{stderr}");
+    // the second statement ran and printed its answer
+    assert!(stdout.contains("| 1000 |"), "{stdout}");
+
+    let (lines, complete) = logged_app(&events);
+    assert!(complete);
+    let failed: Vec<&Value> = lines
+        .iter()
+        .filter(|e| e["Event"] == "SparkListenerTaskEnd")
+        .filter(|e| e["Task End Reason"]["Reason"] == "ExceptionFailure")
+        .collect();
+    assert!(!failed.is_empty(), "no failed task in the log");
+    for task in &failed {
+        assert_eq!(task["Task Info"]["Failed"], true);
+        let reason = &task["Task End Reason"];
+        assert_eq!(
+            reason["Class Name"],
+            "org.apache.datafusion.ResourcesExhausted"
+        );
+        assert!(
+            reason["Description"]
+                .as_str()
+                .unwrap()
+                .contains("HashJoinInput")
+        );
+    }
+    let ends: Vec<&Value> = lines
+        .iter()
+        .filter(|e| e["Event"].as_str().unwrap().ends_with("SQLExecutionEnd"))
+        .collect();
+    assert_eq!(ends.len(), 2);
+    assert_ne!(ends[0]["errorMessage"], "");
+    assert_eq!(ends[1]["errorMessage"], "", "the second query succeeded");
+
+    // the REST API lists the failed tasks with their reason
+    let server = Server::start(&events);
+    let port: u16 = server.url.rsplit(':').next().unwrap().parse().unwrap();
+    let (status, body) = http_get(port, "/api/v1/applications").unwrap();
+    assert_eq!(status, 200);
+    let apps: Value = serde_json::from_slice(&body).unwrap();
+    let app = apps[0]["id"].as_str().unwrap();
+    let path = format!("/api/v1/applications/{app}/stages?details=true&taskStatus=FAILED");
+    let (status, body) = http_get(port, &path).unwrap();
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let stages: Value = serde_json::from_slice(&body).unwrap();
+    let tasks: Vec<&Value> = stages
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["tasks"].as_object())
+        .flat_map(|t| t.values())
+        .collect();
+    assert_eq!(tasks.len(), failed.len(), "{stages:#}");
+    for task in tasks {
+        assert_eq!(task["status"], "FAILED");
+        let message = task["errorMessage"].as_str().unwrap();
+        assert!(message.starts_with("Resources exhausted"), "{message}");
+    }
+    drop(server);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

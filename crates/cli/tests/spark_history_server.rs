@@ -5,14 +5,16 @@
 //! Needs Java and the pyspark 4.3.0 that `scripts/install-test-deps.sh` installs in
 //! `target/test-venv`.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::http_get;
 use qprof_eventlog::compare::{first_difference, strip_host_fields};
 use serde_json::Value;
+
+mod common;
 
 fn qprof() -> Command {
     Command::new(env!("CARGO_BIN_EXE_qprof"))
@@ -49,25 +51,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// A plain HTTP/1.0 GET: (status, body).
-fn http_get(port: u16, path: &str) -> Option<(u16, Vec<u8>)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nAccept: application/json\r\n\r\n"
-    )
-    .ok()?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).ok()?;
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = String::from_utf8_lossy(&raw[..split]);
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, raw[split + 4..].to_vec()))
 }
 
 fn json(port: u16, path: &str) -> Value {

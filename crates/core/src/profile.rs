@@ -194,6 +194,8 @@ pub struct TaskProfile {
     pub finish_epoch_millis: u64,
     /// Task-level metrics (work of all the stage's operators in this partition).
     pub metrics: Vec<TaskMetric>,
+    /// Why the task failed, on one line; `None` if it did not.
+    pub error: Option<String>,
 }
 
 impl TaskProfile {
@@ -641,6 +643,7 @@ pub mod fixtures {
                         kind: MetricKind::NsTiming,
                         value: 33_000_000,
                     }],
+                    error: None,
                 }],
             }],
         }

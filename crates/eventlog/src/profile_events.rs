@@ -299,6 +299,34 @@ fn task_metrics(task: &TaskProfile, f: &TaskFigures, result_task: bool) -> Value
     })
 }
 
+/// Spark's `Task End Reason`: success, or an `ExceptionFailure` carrying the error (its
+/// class is DataFusion's error kind, the text before the first colon).
+fn end_reason(error: Option<&str>) -> Value {
+    let Some(error) = error else {
+        return json!({"Reason": "Success"});
+    };
+    let kind: String = error
+        .split(':')
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|word| {
+            let mut chars = word.chars();
+            chars.next().map_or_else(String::new, |first| {
+                first.to_uppercase().chain(chars).collect()
+            })
+        })
+        .collect();
+    json!({
+        "Reason": "ExceptionFailure",
+        "Class Name": format!("org.apache.datafusion.{kind}"),
+        "Description": error,
+        "Stack Trace": [],
+        "Full Stack Trace": error,
+        "Accumulator Updates": [],
+    })
+}
+
 fn task_info(
     task: &TaskProfile,
     host: &str,
@@ -402,7 +430,12 @@ pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Ve
             .max()
             .unwrap_or(submitted)
             .max(submitted);
-        let failure = q.error.as_deref().filter(|_| result_task);
+        // a stage fails with its first failed task, or with the query if it is the last
+        let failure = stage
+            .tasks
+            .iter()
+            .find_map(|t| t.error.as_deref())
+            .or(q.error.as_deref().filter(|_| result_task));
         let name = stage_name(stage);
         let parents = parent_stages(&nodes, stage);
         out.push(json!({
@@ -452,8 +485,8 @@ pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Ve
                 "Stage ID": stage.id,
                 "Stage Attempt ID": 0,
                 "Task Type": if result_task { "ResultTask" } else { "ShuffleMapTask" },
-                "Task End Reason": {"Reason": "Success"},
-                "Task Info": task_info(task, host, finish, false, accumulables),
+                "Task End Reason": end_reason(task.error.as_deref()),
+                "Task Info": task_info(task, host, finish, task.error.is_some(), accumulables),
                 "Task Executor Metrics": executor_metrics(peak),
                 "Task Metrics": task_metrics(task, &figures, result_task),
             }));

@@ -254,6 +254,9 @@ pub struct TaskJson {
     pub finish_epoch_millis: u64,
     /// Task metrics by name.
     pub metrics: OrderedMap<TaskMetricJson>,
+    /// Why the task failed, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One metric of one task.
@@ -327,6 +330,7 @@ impl From<&TaskProfile> for TaskJson {
             partition: t.partition,
             start_epoch_millis: t.start_epoch_millis,
             finish_epoch_millis: t.finish_epoch_millis,
+            error: t.error.clone(),
             metrics: OrderedMap(
                 t.metrics
                     .iter()

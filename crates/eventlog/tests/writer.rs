@@ -85,6 +85,7 @@ fn task_profile(id: u64, start: i64, rows: i64) -> TaskProfile {
             m(names::OUTPUT_BYTES, MetricKind::Size, rows * 8),
             m(names::PEAK_MEMORY_BYTES, MetricKind::Size, 1 << (10 + id)),
         ],
+        error: None,
     }
 }
 

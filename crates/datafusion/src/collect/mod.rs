@@ -72,6 +72,8 @@ struct OperatorSnapshot {
     spill: Vec<(Option<usize>, SpillSnapshot)>,
     /// For a join: each task's phases, by partition.
     phases: Vec<joins::PhaseReading>,
+    /// The tasks that failed, with why, by partition.
+    errors: Vec<(usize, String)>,
 }
 
 impl OperatorSnapshot {
@@ -95,8 +97,13 @@ impl OperatorSnapshot {
                 Some((Some(*p), JoinPhase::ALL.map(|phase| phases.snapshot(phase))))
             })
             .collect();
+        let errors = executed
+            .iter()
+            .filter_map(|(p, c)| Some((*p, c.error()?.to_string())))
+            .collect();
         Self {
             phases,
+            errors,
             stage: stats.stage(),
             tasks: executed.iter().map(|(p, c)| (*p, c.snapshot())).collect(),
             spawned: Some(stats.spawned.snapshot())
@@ -109,6 +116,13 @@ impl OperatorSnapshot {
                 .chain(io_of(None, &stats.spawned))
                 .collect(),
         }
+    }
+
+    fn error(&self, partition: usize) -> Option<&str> {
+        self.errors
+            .iter()
+            .find(|(p, _)| *p == partition)
+            .map(|(_, e)| e.as_str())
     }
 
     fn task(&self, partition: usize) -> Option<&OperatorTaskSnapshot> {
@@ -699,7 +713,10 @@ fn stage_profile(
                 kind,
                 value: clamp(value),
             };
+            // the deepest operator that failed is where the failure began
+            let error = members.iter().rev().find_map(|r| r.error(p));
             TaskProfile {
+                error: error.map(str::to_string),
                 task_id: t.task_id,
                 partition: t.partition,
                 start_epoch_millis: start,
