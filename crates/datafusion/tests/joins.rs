@@ -9,6 +9,8 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::datasource::MemTable;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::parquet::file::properties::WriterProperties;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use qprof_core::profile::{ProfileNode, QueryProfile, names};
 use qprof_datafusion::Profiler;
@@ -146,4 +148,124 @@ async fn phase_metrics_reach_the_rendered_profile() {
     let build_peak = value(join, "hashBuildPeakMemoryBytes");
     assert!(build_peak > 0);
     assert!(value(join, "hashProbePeakMemoryBytes") >= build_peak);
+}
+
+/// A Parquet file of `x` = 0..100,000 in row groups of 1,000, and a two-row table of keys.
+fn selective_join_tables(ctx: &SessionContext, dir: &std::path::Path) {
+    let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]));
+    let numbers = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![Arc::new(Int64Array::from_iter_values(0..100_000))],
+    )
+    .unwrap();
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(1_000))
+        .build();
+    let path = dir.join("numbers.parquet");
+    let mut writer = ArrowWriter::try_new(
+        std::fs::File::create(&path).unwrap(),
+        Arc::clone(&schema),
+        Some(props),
+    )
+    .unwrap();
+    writer.write(&numbers).unwrap();
+    writer.close().unwrap();
+    let keys = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![Arc::new(Int64Array::from(vec![10, 20]))],
+    )
+    .unwrap();
+    ctx.register_table(
+        "keys",
+        Arc::new(MemTable::try_new(schema, vec![vec![keys]]).unwrap()),
+    )
+    .unwrap();
+    futures::executor::block_on(ctx.register_parquet(
+        "numbers",
+        path.to_str().unwrap(),
+        Default::default(),
+    ))
+    .unwrap();
+}
+
+/// The profile of the selective join, with dynamic filter pushdown on or off.
+async fn selective_join(dynamic_filters: bool) -> QueryProfile {
+    let dir = std::env::temp_dir().join(format!(
+        "qprof-joins-{}-{dynamic_filters}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let profiler = Profiler::new();
+    let config = SessionConfig::new().with_target_partitions(1).set_bool(
+        "datafusion.optimizer.enable_dynamic_filter_pushdown",
+        dynamic_filters,
+    );
+    let state = profiler
+        .instrument(
+            SessionStateBuilder::new()
+                .with_config(config)
+                .with_default_features(),
+        )
+        .build();
+    let ctx = SessionContext::new_with_state(state);
+    selective_join_tables(&ctx, &dir);
+    let run = profiler
+        .run_sql(
+            &ctx,
+            "SELECT numbers.x FROM keys JOIN numbers ON keys.x = numbers.x",
+        )
+        .await
+        .unwrap();
+    let rows: usize = run.batches.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(rows, 2);
+    let _ = std::fs::remove_dir_all(&dir);
+    run.profile
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_selective_join_produces_a_dynamic_filter_its_probe_scan_accepts() {
+    let on = selective_join(true).await;
+    let off = selective_join(false).await;
+    let text = on.render_text(0);
+    let join = find(&on.plan, "HashJoinExec").unwrap();
+    let scan = &join.children[1];
+    assert_eq!(scan.name, "DataSourceExec", "{text}");
+    assert_eq!(value(join, "numDynamicFiltersProduced"), 1);
+    assert_eq!(value(scan, "numDynamicFiltersAccepted"), 1);
+    // the join's build side set the filter once
+    assert_eq!(value(join, "numDynamicFilterUpdates"), 1);
+    let producers = scan
+        .info
+        .iter()
+        .find(|(k, _)| k == "dynamicFilterProducers")
+        .map(|(_, v)| v.clone());
+    assert_eq!(producers, Some(format!("HashJoinExec #{}", join.id)));
+    // the filter kept the scan from reading rows it would have read without it
+    let scanned = |p: &QueryProfile| {
+        let join = find(&p.plan, "HashJoinExec").unwrap();
+        value(&join.children[1], names::OUTPUT_ROWS)
+    };
+    assert!(
+        scanned(&on) < scanned(&off),
+        "{} vs {}",
+        scanned(&on),
+        scanned(&off)
+    );
+    // by skipping row groups: the filter is complete before the probe scan opens its file,
+    // so DataFusion prunes with it together with the static predicate
+    let skipped = |p: &QueryProfile| {
+        let join = find(&p.plan, "HashJoinExec").unwrap();
+        value(&join.children[1], "skippedStrides")
+    };
+    assert_eq!((skipped(&on), skipped(&off)), (99, 0), "{text}");
+
+    // with pushdown off, nothing is produced or accepted
+    let join = find(&off.plan, "HashJoinExec").unwrap();
+    assert_eq!(join.value("numDynamicFiltersProduced").unwrap_or(0), 0);
+    assert_eq!(
+        join.children[1]
+            .value("numDynamicFiltersAccepted")
+            .unwrap_or(0),
+        0
+    );
 }

@@ -17,6 +17,7 @@ use qprof_core::profile::{
 use qprof_core::sampling::FunctionStats;
 use qprof_core::spill::SpillSnapshot;
 
+mod dynamic_filters;
 mod joins;
 
 use crate::definitions;
@@ -196,6 +197,7 @@ pub(crate) fn collect_profile(
         Some(state) => place_functions(&wrapped, &state.sites()),
         None => (HashMap::new(), Vec::new()),
     };
+    let producers = dynamic_filters::Producers::of(plan);
     let mut root = build_node(
         plan,
         &readings,
@@ -203,6 +205,7 @@ pub(crate) fn collect_profile(
         base,
         &mut next_unwrapped_id,
         &mut functions,
+        &producers,
     );
     let join_shapes: Vec<_> = wrapped
         .iter()
@@ -395,6 +398,7 @@ fn build_node(
     stage_base: u32,
     next_unwrapped_id: &mut usize,
     functions: &mut HashMap<usize, Vec<FunctionProfile>>,
+    producers: &dynamic_filters::Producers,
 ) -> ProfileNode {
     let display = displayable(plan.as_ref()).one_line().to_string();
     let name = plan.name().to_string();
@@ -433,17 +437,23 @@ fn build_node(
         add_listing_pruning(&mut metrics, exec);
     }
     add_stride_totals(&mut metrics);
-    let dynamic_filters = plan.dynamic_expressions_produced().len();
-    if dynamic_filters > 0 {
-        info.push((
-            "dynamicFiltersProduced".to_string(),
-            dynamic_filters.to_string(),
-        ));
-    }
+    let (filter_metrics, filter_info) = dynamic_filters::metrics(plan.as_ref(), producers);
+    metrics.extend(filter_metrics);
+    info.extend(filter_info);
     let children = plan
         .children()
         .into_iter()
-        .map(|c| build_node(c, readings, tasks, stage_base, next_unwrapped_id, functions))
+        .map(|c| {
+            build_node(
+                c,
+                readings,
+                tasks,
+                stage_base,
+                next_unwrapped_id,
+                functions,
+                producers,
+            )
+        })
         .collect();
     let mut functions = functions.remove(&id).unwrap_or_default();
     sort_functions(&mut functions);

@@ -1,0 +1,131 @@
+//! Dynamic filters: the operators that produce them (a hash join's build side, a TopK
+//! sort, a min/max aggregate), how often each was updated while the query ran, and the
+//! operators (scans) that took them in.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
+use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
+use qprof_core::metric::{MetricKind, TaskValue};
+use qprof_core::profile::NodeMetric;
+
+use crate::exec::ProfiledExec;
+
+/// Number of dynamic filters an operator produced.
+pub(super) const PRODUCED: &str = "numDynamicFiltersProduced";
+/// Updates of the filters an operator produced, after their creation.
+pub(super) const UPDATES: &str = "numDynamicFilterUpdates";
+/// Number of dynamic filters an operator took in from others.
+pub(super) const ACCEPTED: &str = "numDynamicFiltersAccepted";
+/// Info key naming the operators whose dynamic filters an operator took in.
+pub(super) const PRODUCERS_INFO: &str = "dynamicFilterProducers";
+
+/// The producer of each dynamic filter of a plan, by the filter's id: node id and name.
+pub(super) struct Producers(HashMap<u64, (usize, String)>);
+
+impl Producers {
+    /// Finds every producer in `plan`.
+    pub(super) fn of(plan: &Arc<dyn ExecutionPlan>) -> Producers {
+        fn visit(plan: &Arc<dyn ExecutionPlan>, out: &mut HashMap<u64, (usize, String)>) {
+            if let Some(exec) = ProfiledExec::of(plan.as_ref()) {
+                for (id, _) in produced(plan.as_ref()) {
+                    out.insert(id, (exec.node_id(), plan.name().to_string()));
+                }
+            }
+            for child in plan.children() {
+                visit(child, out);
+            }
+        }
+        let mut out = HashMap::new();
+        visit(plan, &mut out);
+        Producers(out)
+    }
+}
+
+/// The filters `plan` produced: id and updates after creation.
+fn produced(plan: &dyn ExecutionPlan) -> Vec<(u64, u64)> {
+    plan.dynamic_expressions_produced()
+        .iter()
+        .filter_map(|e| {
+            let filter = e.downcast_ref::<DynamicFilterPhysicalExpr>()?;
+            // a filter is created at generation 1; each update adds one
+            Some((
+                filter.expression_id()?,
+                filter.snapshot_generation().saturating_sub(1),
+            ))
+        })
+        .collect()
+}
+
+/// The ids of the dynamic filters anywhere in the expressions `plan` holds.
+fn held(plan: &dyn ExecutionPlan) -> BTreeSet<u64> {
+    let mut ids = BTreeSet::new();
+    let _ = plan.apply_expressions(&mut |expr: &Arc<dyn PhysicalExpr>| {
+        expr.apply(|e| {
+            if let Some(id) = e
+                .downcast_ref::<DynamicFilterPhysicalExpr>()
+                .and_then(|f| f.expression_id())
+            {
+                ids.insert(id);
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })
+    });
+    ids
+}
+
+/// The dynamic-filter metrics of `plan`, values of no task, and the info naming the
+/// producers of the filters it accepted.
+pub(super) fn metrics(
+    plan: &dyn ExecutionPlan,
+    producers: &Producers,
+) -> (Vec<NodeMetric>, Option<(String, String)>) {
+    let driver = |name: &str, display: &str, value: u64| {
+        NodeMetric::summed(
+            name,
+            display,
+            MetricKind::Sum,
+            vec![TaskValue {
+                task: None,
+                value: i64::try_from(value).unwrap_or(i64::MAX),
+            }],
+        )
+    };
+    let mut out = Vec::new();
+    let own = produced(plan);
+    if !own.is_empty() {
+        out.push(driver(
+            PRODUCED,
+            "number of dynamic filters produced",
+            own.len() as u64,
+        ));
+        out.push(driver(
+            UPDATES,
+            "number of dynamic filter updates",
+            own.iter().map(|(_, updates)| updates).sum(),
+        ));
+    }
+    let accepted: Vec<u64> = held(plan)
+        .into_iter()
+        .filter(|id| !own.iter().any(|(o, _)| o == id))
+        .collect();
+    let mut info = None;
+    if !accepted.is_empty() {
+        out.push(driver(
+            ACCEPTED,
+            "number of dynamic filters accepted",
+            accepted.len() as u64,
+        ));
+        let names: Vec<String> = accepted
+            .iter()
+            .filter_map(|id| producers.0.get(id))
+            .map(|(node, name)| format!("{name} #{node}"))
+            .collect();
+        if !names.is_empty() {
+            info = Some((PRODUCERS_INFO.to_string(), names.join(", ")));
+        }
+    }
+    (out, info)
+}
