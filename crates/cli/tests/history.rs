@@ -228,6 +228,37 @@ fn a_failed_query_is_logged_as_failed_and_the_app_completes() {
 }
 
 #[test]
+fn spark_history_cli_shows_a_joins_phases() {
+    let dir = temp_dir("phases");
+    let events = dir.join("events");
+    let out = sql_app(
+        &dir,
+        &events,
+        "select a.k, count(*) as n from t a join t b on a.k = b.k group by a.k order by a.k",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let server = Server::start(&events);
+    let apps: Value = serde_json::from_str(&shc_ok(&server, &["--json", "apps"])).unwrap();
+    let app = apps[0]["id"].as_str().unwrap().to_string();
+    let plan = shc_ok(&server, &["--json", "-a", &app, "sql", "0"]);
+    for name in [
+        "number of hash build input rows",
+        "number of hash probe input rows",
+        "time of hash build",
+        "time of hash probe",
+        "hash build peak memory bytes",
+    ] {
+        assert!(plan.contains(name), "no {name} in\n{plan}");
+    }
+    drop(server);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn a_query_over_the_memory_limit_fails_its_tasks_and_the_run_goes_on() {
     let dir = temp_dir("pressure");
     let (events, spill) = (dir.join("events"), dir.join("spill"));

@@ -889,8 +889,9 @@ impl AppState {
             let exec_id = task.executor_id.clone();
             merge_peaks(&mut self.executor_mut(&exec_id).peaks, peaks);
         }
-        // SQL metric values of successful tasks go to the stage's execution
-        if task.status == TaskStatus::Success {
+        // SQL metric values of ended tasks go to the stage's execution; as in Spark's SQL
+        // listener, a failed task's values count too
+        {
             let execution = self
                 .stage_jobs
                 .get(&stage_id)
