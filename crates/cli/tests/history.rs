@@ -81,6 +81,22 @@ fn sql_app(dir: &Path, events: &Path, sql: &str) -> std::process::Output {
         .unwrap()
 }
 
+/// Runs `sql` with [`sql_app`] and serves its log: the server and the application's id.
+fn served_sql_app(dir: &Path, sql: &str) -> (Server, String) {
+    let events = dir.join("events");
+    let out = sql_app(dir, &events, sql);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let server = Server::start(&events);
+    let apps: Value = serde_json::from_str(&shc_ok(&server, &["--json", "apps"])).unwrap();
+    let app = apps[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(apps[0]["attempts"][0]["completed"], true);
+    (server, app)
+}
+
 fn venv_cli() -> PathBuf {
     let cli = workspace().join("target/test-venv/bin/spark-history-cli");
     assert!(
@@ -180,21 +196,10 @@ fn every_command(server: &Server, app: &str, with_attempt: bool, out_dir: &Path)
 #[test]
 fn spark_history_cli_reads_qprof_logs_and_spark_logs() {
     let dir = temp_dir("shc");
-    let events = dir.join("events");
-    let out = sql_app(
+    let (server, app) = served_sql_app(
         &dir,
-        &events,
         "select k, count(*) as n, sum(v) as s from t group by k order by k",
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let server = Server::start(&events);
-    let apps: Value = serde_json::from_str(&shc_ok(&server, &["--json", "apps"])).unwrap();
-    let app = apps[0]["id"].as_str().unwrap().to_string();
-    assert_eq!(apps[0]["attempts"][0]["completed"], true);
     every_command(&server, &app, true, &dir);
     drop(server);
     let oracle = workspace().join("testdata/spark-4.3/events");
@@ -230,20 +235,10 @@ fn a_failed_query_is_logged_as_failed_and_the_app_completes() {
 #[test]
 fn spark_history_cli_shows_a_joins_phases() {
     let dir = temp_dir("phases");
-    let events = dir.join("events");
-    let out = sql_app(
+    let (server, app) = served_sql_app(
         &dir,
-        &events,
         "select a.k, count(*) as n from t a join t b on a.k = b.k group by a.k order by a.k",
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let server = Server::start(&events);
-    let apps: Value = serde_json::from_str(&shc_ok(&server, &["--json", "apps"])).unwrap();
-    let app = apps[0]["id"].as_str().unwrap().to_string();
     let plan = shc_ok(&server, &["--json", "-a", &app, "sql", "0"]);
     for name in [
         "number of hash build input rows",
