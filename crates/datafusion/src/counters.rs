@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
+use datafusion::execution::runtime_env::RuntimeEnv;
 use qprof_core::counters::{MemoryTracker, OperatorTaskCounters};
 use qprof_core::phases::JoinPhase;
 
@@ -80,6 +81,8 @@ pub(crate) struct OperatorCounters {
     pub(crate) join: OnceLock<JoinShape>,
     /// For an input of a join: the side it feeds.
     pub(crate) join_input: OnceLock<JoinPhase>,
+    /// For a file scan or sink: the runtime it ran in (its caches are read after the run).
+    pub(crate) runtime: OnceLock<Arc<RuntimeEnv>>,
 }
 
 impl OperatorCounters {
@@ -98,6 +101,7 @@ impl OperatorCounters {
             files_pruned_at_listing: AtomicU64::new(0),
             join: OnceLock::new(),
             join_input: OnceLock::new(),
+            runtime: OnceLock::new(),
         }
     }
 

@@ -235,6 +235,7 @@ impl ExecutionPlan for ProfiledExec {
         });
         if let Some(updater) = &self.io_updater {
             task.io_or_init(|| IoCounters::new(updater));
+            self.stats.runtime.get_or_init(|| context.runtime_env());
         }
         let inner = {
             // operators register memory consumers and spawn input tasks here: the frame

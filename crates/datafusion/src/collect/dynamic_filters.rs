@@ -6,11 +6,13 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
 use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 use qprof_core::metric::{MetricKind, TaskValue};
 use qprof_core::profile::NodeMetric;
 
+use super::replaced_rows;
 use crate::exec::ProfiledExec;
 
 /// Number of dynamic filters an operator produced.
@@ -19,6 +21,8 @@ pub(super) const PRODUCED: &str = "numDynamicFiltersProduced";
 pub(super) const UPDATES: &str = "numDynamicFilterUpdates";
 /// Number of dynamic filters an operator took in from others.
 pub(super) const ACCEPTED: &str = "numDynamicFiltersAccepted";
+/// Rows a scan did not read because of the dynamic filters it accepted.
+pub(super) const REPLACED_ROWS: &str = "numReplacedWithDynamicFilterRows";
 /// Info key naming the operators whose dynamic filters an operator took in.
 pub(super) const PRODUCERS_INFO: &str = "dynamicFilterProducers";
 
@@ -81,6 +85,7 @@ fn held(plan: &dyn ExecutionPlan) -> BTreeSet<u64> {
 pub(super) fn metrics(
     plan: &dyn ExecutionPlan,
     producers: &Producers,
+    runtime: Option<&RuntimeEnv>,
 ) -> (Vec<NodeMetric>, Option<(String, String)>) {
     let driver = |name: &str, display: &str, value: u64| {
         NodeMetric::summed(
@@ -118,6 +123,13 @@ pub(super) fn metrics(
             "number of dynamic filters accepted",
             accepted.len() as u64,
         ));
+        if let Some(rows) = runtime.and_then(|r| replaced_rows::rows_replaced(plan, r)) {
+            out.push(driver(
+                REPLACED_ROWS,
+                "number of replaced with dynamic filter rows",
+                rows,
+            ));
+        }
         let names: Vec<String> = accepted
             .iter()
             .filter_map(|id| producers.0.get(id))

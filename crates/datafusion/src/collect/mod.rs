@@ -19,6 +19,7 @@ use qprof_core::spill::SpillSnapshot;
 
 mod dynamic_filters;
 mod joins;
+mod replaced_rows;
 
 use crate::definitions;
 use crate::exec::ProfiledExec;
@@ -437,7 +438,9 @@ fn build_node(
         add_listing_pruning(&mut metrics, exec);
     }
     add_stride_totals(&mut metrics);
-    let (filter_metrics, filter_info) = dynamic_filters::metrics(plan.as_ref(), producers);
+    let runtime = ProfiledExec::of(plan.as_ref()).and_then(|e| e.stats().runtime.get());
+    let (filter_metrics, filter_info) =
+        dynamic_filters::metrics(plan.as_ref(), producers, runtime.map(Arc::as_ref));
     metrics.extend(filter_metrics);
     info.extend(filter_info);
     let children = plan
