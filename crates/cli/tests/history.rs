@@ -264,13 +264,17 @@ fn a_query_over_the_memory_limit_fails_its_tasks_and_the_run_goes_on() {
         &script,
         "SELECT count(*) AS n FROM generate_series(1, 2000000) AS a(x) \
          JOIN generate_series(1, 2000000) AS b(y) ON x = y;\n\
-         SELECT count(*) AS n FROM generate_series(1, 1000) AS s(v);\n",
+         SELECT count(*) AS groups FROM (SELECT v % 1000000 AS g, count(*) AS c \
+         FROM generate_series(1, 3000000) AS s(v) GROUP BY v % 1000000);\n",
     )
     .unwrap();
+    let profiles = dir.join("profiles.json");
     let out = qprof()
         .args(["sql", "-f"])
         .arg(&script)
         .args(["--memory-limit", "16M", "--partitions", "2", "--top", "0"])
+        .arg("--profile-out")
+        .arg(&profiles)
         .arg("--spill-dir")
         .arg(&spill)
         .arg("--event-log-dir")
@@ -290,8 +294,31 @@ fn a_query_over_the_memory_limit_fails_its_tasks_and_the_run_goes_on() {
         "{stderr}"
     );
     assert!(lines[1].contains("statement 1 failed"), "{stderr}");
-    // the second statement ran and printed its answer
-    assert!(stdout.contains("| 1000 |"), "{stdout}");
+    // the second statement ran, spilling its aggregation, and printed its answer
+    assert!(stdout.contains("| 1000000 |"), "{stdout}");
+    let doc: Value = serde_json::from_slice(&std::fs::read(&profiles).unwrap()).unwrap();
+    let queries = doc["queries"].as_array().unwrap();
+    assert_eq!(queries.len(), 2, "the failed query's profile is kept");
+    let failed_tasks: Vec<&Value> = queries[0]["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["tasks"].as_array().unwrap())
+        .filter(|t| t["error"].is_string())
+        .collect();
+    assert!(!failed_tasks.is_empty(), "no failed task in the profile");
+    let mut spilled = 0;
+    let mut nodes = vec![&queries[1]["plan"]];
+    while let Some(node) = nodes.pop() {
+        let metric = |name: &str| node["metrics"][name]["value"].as_i64();
+        if let Some(files) = metric("spillFilesCreated").filter(|f| *f > 0) {
+            // files counted as they were made, as many as DataFusion counted
+            assert_eq!(Some(files), metric("spilledFiles"), "{}", node["name"]);
+            spilled += files;
+        }
+        nodes.extend(node["children"].as_array().unwrap());
+    }
+    assert!(spilled > 0, "nothing spilled under the limit");
 
     let (lines, complete) = logged_app(&events);
     assert!(complete);
@@ -322,6 +349,8 @@ fn a_query_over_the_memory_limit_fails_its_tasks_and_the_run_goes_on() {
     assert_eq!(ends.len(), 2);
     assert_ne!(ends[0]["errorMessage"], "");
     assert_eq!(ends[1]["errorMessage"], "", "the second query succeeded");
+    let spill_files = std::fs::read_dir(&spill).unwrap().count();
+    assert_eq!(spill_files, 0, "spill files are removed once read back");
 
     // the REST API lists the failed tasks with their reason
     let server = Server::start(&events);

@@ -11,7 +11,7 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
-use qprof_core::profile::{ProfileNode, names};
+use qprof_core::profile::{ProfileNode, QueryProfile, names};
 use qprof_datafusion::Profiler;
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -53,6 +53,139 @@ fn find<'a>(node: &'a ProfileNode, name: &str) -> Option<&'a ProfileNode> {
         return Some(node);
     }
     node.children.iter().find_map(|c| find(c, name))
+}
+
+/// A query run under a memory limit with its spill directory watched.
+struct SpillRun {
+    profile: QueryProfile,
+    rows: usize,
+    /// Every file the spill directory showed, with its largest size.
+    seen: HashMap<PathBuf, u64>,
+}
+
+async fn run_spilling(name: &str, config: SessionConfig, memory: usize, sql: &str) -> SpillRun {
+    let dir = temp_dir(name);
+    let runtime = RuntimeEnvBuilder::new()
+        .with_memory_limit(memory, 1.0)
+        .with_disk_manager_builder(
+            DiskManagerBuilder::default()
+                .with_mode(DiskManagerMode::Directories(vec![dir.clone()])),
+        )
+        .build_arc()
+        .unwrap();
+    let profiler = Profiler::new();
+    let state = profiler
+        .instrument(
+            SessionStateBuilder::new()
+                .with_config(config)
+                .with_runtime_env(runtime)
+                .with_default_features(),
+        )
+        .build();
+    let ctx = SessionContext::new_with_state(state);
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = watch(dir.clone(), Arc::clone(&stop));
+    let run = profiler.run_sql(&ctx, sql).await.unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let seen = watcher.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    SpillRun {
+        rows: run.batches.iter().map(|b| b.num_rows()).sum(),
+        profile: run.profile,
+        seen,
+    }
+}
+
+impl SpillRun {
+    /// Checks that every operator that spilled counted as many files as DataFusion did,
+    /// and that together they wrote the files the directory showed, byte for byte;
+    /// returns the operators that spilled.
+    fn check(&self) -> Vec<&ProfileNode> {
+        let text = self.profile.render_text(0);
+        let spilled: Vec<&ProfileNode> = self
+            .profile
+            .plan
+            .iter()
+            .filter(|n| n.value(names::SPILL_FILES_CREATED).unwrap_or(0) > 0)
+            .collect();
+        for node in &spilled {
+            assert_eq!(
+                node.value(names::SPILL_FILES_CREATED),
+                node.value("spilledFiles"),
+                "#{} {}:\n{text}",
+                node.id,
+                node.name
+            );
+            assert!(node.value(names::SPILL_WRITE_NANOS).unwrap_or(0) > 0);
+        }
+        let total = |name: &str| -> i64 { spilled.iter().filter_map(|n| n.value(name)).sum() };
+        assert_eq!(
+            total(names::SPILL_FILES_CREATED),
+            self.seen.len() as i64,
+            "{:?}",
+            self.seen
+        );
+        let on_disk: u64 = self.seen.values().sum();
+        assert_eq!(total(names::SPILL_WRITTEN_BYTES), on_disk as i64);
+        spilled
+    }
+}
+
+fn one_partition() -> SessionConfig {
+    SessionConfig::new()
+        .with_target_partitions(1)
+        .set_usize("datafusion.execution.sort_spill_reservation_bytes", 1 << 20)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aggregate_over_its_memory_limit_reports_the_spill_files_it_wrote() {
+    let run = run_spilling(
+        "aggregate",
+        one_partition(),
+        4 << 20,
+        "SELECT v % 400000 AS g, count(*) AS c FROM generate_series(1, 2000000) AS s(v) \
+         GROUP BY v % 400000",
+    )
+    .await;
+    assert_eq!(run.rows, 400_000);
+    let spilled = run.check();
+    assert!(
+        spilled.iter().any(|n| n.name == "AggregateExec"),
+        "the aggregate did not spill"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sort_merge_join_over_its_memory_limit_reports_its_buffered_side_spilling() {
+    let config = SessionConfig::new()
+        .with_target_partitions(2)
+        .set_bool("datafusion.optimizer.prefer_hash_join", false)
+        .set_usize("datafusion.execution.sort_spill_reservation_bytes", 1 << 20);
+    let run = run_spilling(
+        "smj",
+        config,
+        8 << 20,
+        "SELECT b.v FROM (SELECT v % 2 AS k FROM generate_series(1, 4) AS s(v)) a \
+         JOIN (SELECT 1 AS k, v FROM generate_series(1, 600000) AS s(v)) b ON a.k = b.k",
+    )
+    .await;
+    // two rows of a match each of b's rows
+    assert_eq!(run.rows, 1_200_000);
+    let spilled = run.check();
+    let text = run.profile.render_text(0);
+    let join = spilled
+        .iter()
+        .find(|n| n.name == "SortMergeJoinExec")
+        .unwrap_or_else(|| panic!("the join did not spill:\n{text}"));
+    // all of a sort-merge join's spilling is of its buffered side
+    assert_eq!(
+        join.value("sortMergeBufferedSpilledFiles"),
+        join.value(names::SPILL_FILES_CREATED)
+    );
+    assert_eq!(
+        join.value("sortMergeBufferedSpilledBytes"),
+        join.value(names::SPILL_WRITTEN_BYTES)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
