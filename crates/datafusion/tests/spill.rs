@@ -48,13 +48,6 @@ fn visit(dir: &Path, seen: &mut HashMap<PathBuf, u64>) {
     }
 }
 
-fn find<'a>(node: &'a ProfileNode, name: &str) -> Option<&'a ProfileNode> {
-    if node.name == name {
-        return Some(node);
-    }
-    node.children.iter().find_map(|c| find(c, name))
-}
-
 /// A query run under a memory limit with its spill directory watched.
 struct SpillRun {
     profile: QueryProfile,
@@ -190,58 +183,23 @@ async fn a_sort_merge_join_over_its_memory_limit_reports_its_buffered_side_spill
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sort_over_its_memory_limit_reports_the_spill_files_it_wrote() {
-    let dir = temp_dir("sort");
-    let runtime = RuntimeEnvBuilder::new()
-        .with_memory_limit(8 << 20, 1.0)
-        .with_disk_manager_builder(
-            DiskManagerBuilder::default()
-                .with_mode(DiskManagerMode::Directories(vec![dir.clone()])),
-        )
-        .build_arc()
-        .unwrap();
-    let profiler = Profiler::new();
-    let state = profiler
-        .instrument(
-            SessionStateBuilder::new()
-                .with_config(
-                    SessionConfig::new()
-                        .with_target_partitions(1)
-                        .set_usize("datafusion.execution.sort_spill_reservation_bytes", 1 << 20),
-                )
-                .with_runtime_env(runtime)
-                .with_default_features(),
-        )
-        .build();
-    let ctx = SessionContext::new_with_state(state);
-    let stop = Arc::new(AtomicBool::new(false));
-    let watcher = watch(dir.clone(), Arc::clone(&stop));
-    let run = profiler
-        .run_sql(
-            &ctx,
-            "SELECT v, r FROM (SELECT v, random() AS r FROM generate_series(1, 1000000) AS s(v)) \
-             ORDER BY r",
-        )
-        .await
-        .unwrap();
-    stop.store(true, Ordering::Relaxed);
-    let seen = watcher.join().unwrap();
-    let rows: usize = run.batches.iter().map(|b| b.num_rows()).sum();
-    assert_eq!(rows, 1_000_000);
-
-    let sort = find(&run.profile.plan, "SortExec").expect("a sort");
-    let value = |name: &str| {
-        sort.value(name)
-            .unwrap_or_else(|| panic!("no {name} in\n{}", run.profile.render_text(2)))
-    };
-    let files = value(names::SPILL_FILES_CREATED);
-    assert!(files > 0, "the sort did not spill");
-    // DataFusion's own count of the files, and the files the directory showed
-    assert_eq!(files, value("spilledFiles"));
-    assert_eq!(seen.len() as i64, files, "{seen:?}");
-    let on_disk: u64 = seen.values().sum();
-    assert_eq!(value(names::SPILL_WRITTEN_BYTES), on_disk as i64);
+    let run = run_spilling(
+        "sort",
+        one_partition(),
+        8 << 20,
+        "SELECT v, r FROM (SELECT v, random() AS r FROM generate_series(1, 1000000) AS s(v)) \
+         ORDER BY r",
+    )
+    .await;
+    assert_eq!(run.rows, 1_000_000);
+    let spilled = run.check();
+    let sort = spilled
+        .iter()
+        .find(|n| n.name == "SortExec")
+        .expect("the sort did not spill");
     // every spilled byte is read back once by the merge
-    assert_eq!(value(names::SPILL_READ_BYTES), on_disk as i64);
-    assert!(value(names::SPILL_WRITE_NANOS) > 0);
-    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        sort.value(names::SPILL_READ_BYTES),
+        sort.value(names::SPILL_WRITTEN_BYTES)
+    );
 }
