@@ -376,6 +376,25 @@ fn a_query_over_the_memory_limit_fails_its_tasks_and_the_run_goes_on() {
         let message = task["errorMessage"].as_str().unwrap();
         assert!(message.starts_with("Resources exhausted"), "{message}");
     }
+    // the web UI's page of the failed stage shows its failed tasks with their reason
+    let stage = stages
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["status"] == "FAILED")
+        .expect("a failed stage");
+    let dom = chromium(
+        &["--dump-dom"],
+        &format!(
+            "{}/#/app/{app}/stage/{}/{}",
+            server.url, stage["stageId"], stage["attemptId"]
+        ),
+    );
+    let html = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        html.contains("task-row failed") && html.contains("Resources exhausted"),
+        "no failed task on the stage page:\n{html}"
+    );
     drop(server);
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -642,6 +661,45 @@ fn every_page_renders_in_headless_chromium() {
         details.contains("0:") && details.contains("% 1:"),
         "no bucket string in the scan's details"
     );
+    // a join's phases, and a scan taking in its dynamic filter, naming it
+    let node_with = |name: &str, metric: &str| -> i64 {
+        graph["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| {
+                n["nodeName"] == name
+                    && n["metrics"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|m| m["name"] == metric)
+            })
+            .unwrap_or_else(|| panic!("no {name} with {metric}"))["nodeId"]
+            .as_i64()
+            .unwrap()
+    };
+    let join = details_of(node_with("HashJoinExec", "time of hash build"));
+    for shown in [
+        "time of hash build",
+        "time of hash probe",
+        "number of hash build input rows",
+        "number of hash probe input rows",
+        "hash build peak memory bytes",
+        "number of dynamic filters produced",
+    ] {
+        assert!(join.contains(shown), "{shown} not in the join's details");
+    }
+    let probe_scan = details_of(node_with(
+        "DataSourceExec",
+        "number of dynamic filters accepted",
+    ));
+    for shown in ["dynamicFilterProducers", "HashJoinExec #"] {
+        assert!(
+            probe_scan.contains(shown),
+            "{shown} not in the probe scan's details"
+        );
+    }
     let stages: Value =
         serde_json::from_str(&shc_ok(&server, &["--json", "-a", &app, "stages"])).unwrap();
     let stage = stages[0]["stageId"].as_i64().unwrap();
