@@ -161,6 +161,17 @@ fn check_profile(q: usize, p: &QueryProfile) -> i64 {
         assert!(value(node, names::SELF_WALL_NANOS) <= value(node, names::WALL_NANOS));
         self_cpu += value(node, names::SELF_CPU_NANOS);
         check_consumption(q, node);
+        let builds_then_probes = matches!(
+            node.name.as_str(),
+            "HashJoinExec" | "CrossJoinExec" | "NestedLoopJoinExec" | "PiecewiseMergeJoinExec"
+        );
+        assert_eq!(
+            check_phases(q, node),
+            builds_then_probes,
+            "q{q}: #{} {} phases",
+            node.id,
+            node.name
+        );
     }
     assert!(self_cpu > 0, "q{q}: no CPU recorded");
     self_cpu
@@ -173,16 +184,18 @@ fn check_consumption(q: usize, node: &ProfileNode) {
     match node.name.as_str() {
         "FilterExec" => checks.push(("inputRows", 0)),
         "HashJoinExec" => {
-            // qprof's phases count what each input gave the join
-            checks.push(("hashBuildInputRows", 0));
-            checks.push(("hashProbeInputRows", 1));
+            assert_eq!(
+                value(node, "hashBuildOutputRows"),
+                value(node, "hashBuildInputRows"),
+                "q{q}: #{} rows held != build input",
+                node.id
+            );
             // DataFusion's count agrees on the build side; on the probe side its other
             // join types also count the build rows they emit at the end
             checks.push(("buildInputRows", 0));
             if node.display.contains("join_type=Inner") {
                 checks.push(("probeInputRows", 1));
             }
-            check_phase_times(q, node);
         }
         "AggregateExec" if node.metric("inputRows").is_some() => checks.push(("inputRows", 0)),
         _ => {}
@@ -199,41 +212,54 @@ fn check_consumption(q: usize, node: &ProfileNode) {
     }
 }
 
-/// A join's own time is its build phase's plus its probe phase's (each rounded to whole
-/// nanoseconds once per published interval).
-fn check_phase_times(q: usize, node: &ProfileNode) {
-    let polls = value(node, "numPolls");
-    for (total, build, probe) in [
-        (
-            names::SELF_WALL_NANOS,
-            "hashBuildWallNanos",
-            "hashProbeWallNanos",
-        ),
-        (
-            names::SELF_CPU_NANOS,
-            "hashBuildCpuNanos",
-            "hashProbeCpuNanos",
-        ),
-    ] {
-        let (total, build, probe) = (value(node, total), value(node, build), value(node, probe));
-        assert!(
-            (total - (build + probe)).abs() <= 2 * polls,
-            "q{q}: #{} phases {build} + {probe} != own time {total}",
-            node.id
-        );
-    }
+/// For every join that builds before it probes: each input's rows are the rows its phase
+/// took in, and its own time is its build phase's plus its probe phase's (each rounded to
+/// whole nanoseconds once per published interval). Returns whether `node` is such a join.
+fn check_phases(q: usize, node: &ProfileNode) -> bool {
+    let Some((build, probe)) = names::JOIN_PHASE_PREFIXES
+        .iter()
+        .find(|(build, _)| node.value(&format!("{build}WallNanos")).is_some())
+    else {
+        return false;
+    };
+    let metric = |prefix: &str, suffix: &str| value(node, &format!("{prefix}{suffix}"));
+    let rows = |i: usize| value(&node.children[i], names::OUTPUT_ROWS);
     assert_eq!(
-        value(node, "hashBuildOutputRows"),
-        value(node, "hashBuildInputRows"),
-        "q{q}: #{} rows held != build input",
+        metric(build, "InputRows"),
+        rows(0),
+        "q{q}: #{} build input",
         node.id
     );
     assert_eq!(
-        value(node, "hashProbeOutputRows"),
+        metric(probe, "InputRows"),
+        rows(1),
+        "q{q}: #{} probe input",
+        node.id
+    );
+    let polls = value(node, "numPolls");
+    for (total, suffix) in [
+        (names::SELF_WALL_NANOS, "WallNanos"),
+        (names::SELF_CPU_NANOS, "CpuNanos"),
+    ] {
+        let (total, b, p) = (
+            value(node, total),
+            metric(build, suffix),
+            metric(probe, suffix),
+        );
+        assert!(
+            (total - (b + p)).abs() <= 2 * polls,
+            "q{q}: #{} {}: phases {b} + {p} != own time {total}",
+            node.id,
+            node.name
+        );
+    }
+    assert_eq!(
+        metric(probe, "OutputRows"),
         value(node, names::OUTPUT_ROWS),
         "q{q}: #{} probe output != join output",
         node.id
     );
+    true
 }
 
 /// DataFusion counts each operator's output rows and bytes itself: qprof's rows must
