@@ -269,3 +269,50 @@ async fn a_selective_join_produces_a_dynamic_filter_its_probe_scan_accepts() {
         assert_eq!(join.children[1].value(metric).unwrap_or(0), 0, "{metric}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cross_and_nested_loop_joins_report_their_phases_under_their_own_names() {
+    let profiler = Profiler::new();
+    let state = profiler
+        .instrument(
+            SessionStateBuilder::new()
+                .with_config(SessionConfig::new().with_target_partitions(1))
+                .with_default_features(),
+        )
+        .build();
+    let ctx = SessionContext::new_with_state(state);
+    ctx.register_table("small", table(1, 20)).unwrap();
+    ctx.register_table("big", table(2, 500)).unwrap();
+    for (sql, name, prefixes, rows) in [
+        (
+            "SELECT small.v, big.v FROM small CROSS JOIN big",
+            "CrossJoinExec",
+            ("crossBuild", "crossProbe"),
+            20 * 1_000,
+        ),
+        (
+            "SELECT small.v, big.v FROM small JOIN big ON small.k + 990 < big.k",
+            "NestedLoopJoinExec",
+            ("nestedLoopBuild", "nestedLoopProbe"),
+            // big.k runs over 0..999: 9 of them beat small.k = 0 by 990, 8 beat 1, ...
+            (1..=9).sum::<usize>(),
+        ),
+    ] {
+        let run = profiler.run_sql(&ctx, sql).await.unwrap();
+        let produced: usize = run.batches.iter().map(|b| b.num_rows()).sum();
+        assert_eq!(produced, rows, "{sql}");
+        let text = run.profile.render_text(0);
+        let join = find(&run.profile.plan, name).unwrap_or_else(|| panic!("no {name}:\n{text}"));
+        let (build, probe) = prefixes;
+        let metric = |prefix: &str, suffix: &str| value(join, &format!("{prefix}{suffix}"));
+        assert_eq!(metric(build, "InputRows"), 20, "{text}");
+        assert_eq!(metric(probe, "InputRows"), 1_000, "{text}");
+        assert_eq!(metric(probe, "OutputRows"), rows as i64, "{text}");
+        let own = value(join, names::SELF_WALL_NANOS);
+        let phases = metric(build, "WallNanos") + metric(probe, "WallNanos");
+        assert!(
+            (own - phases).abs() <= 2 * value(join, "numPolls"),
+            "{text}"
+        );
+    }
+}
