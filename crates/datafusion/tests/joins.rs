@@ -32,18 +32,23 @@ fn table(batches: usize, rows: i64) -> Arc<MemTable> {
     Arc::new(MemTable::try_new(schema, vec![batches]).unwrap())
 }
 
-/// Runs a join whose build side evaluates `slow(k)`, a function that sleeps `pause` per
-/// batch, and returns the profile.
-async fn join_with_slow_build(pause: Duration) -> QueryProfile {
+/// A profiler and a session it instruments.
+fn profiled(config: SessionConfig) -> (Profiler, SessionContext) {
     let profiler = Profiler::new();
     let state = profiler
         .instrument(
             SessionStateBuilder::new()
-                .with_config(SessionConfig::new().with_target_partitions(1))
+                .with_config(config)
                 .with_default_features(),
         )
         .build();
-    let ctx = SessionContext::new_with_state(state);
+    (profiler, SessionContext::new_with_state(state))
+}
+
+/// Runs a join whose build side evaluates `slow(k)`, a function that sleeps `pause` per
+/// batch, and returns the profile.
+async fn join_with_slow_build(pause: Duration) -> QueryProfile {
+    let (profiler, ctx) = profiled(SessionConfig::new().with_target_partitions(1));
     ctx.register_table("small", table(BUILD_BATCHES, 50))
         .unwrap();
     ctx.register_table("big", table(8, 2_000)).unwrap();
@@ -195,19 +200,10 @@ async fn selective_join(dynamic_filters: bool) -> QueryProfile {
         std::process::id()
     ));
     std::fs::create_dir_all(&dir).unwrap();
-    let profiler = Profiler::new();
-    let config = SessionConfig::new().with_target_partitions(1).set_bool(
+    let (profiler, ctx) = profiled(SessionConfig::new().with_target_partitions(1).set_bool(
         "datafusion.optimizer.enable_dynamic_filter_pushdown",
         dynamic_filters,
-    );
-    let state = profiler
-        .instrument(
-            SessionStateBuilder::new()
-                .with_config(config)
-                .with_default_features(),
-        )
-        .build();
-    let ctx = SessionContext::new_with_state(state);
+    ));
     selective_join_tables(&ctx, &dir);
     let run = profiler
         .run_sql(
@@ -272,15 +268,7 @@ async fn a_selective_join_produces_a_dynamic_filter_its_probe_scan_accepts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cross_and_nested_loop_joins_report_their_phases_under_their_own_names() {
-    let profiler = Profiler::new();
-    let state = profiler
-        .instrument(
-            SessionStateBuilder::new()
-                .with_config(SessionConfig::new().with_target_partitions(1))
-                .with_default_features(),
-        )
-        .build();
-    let ctx = SessionContext::new_with_state(state);
+    let (profiler, ctx) = profiled(SessionConfig::new().with_target_partitions(1));
     ctx.register_table("small", table(1, 20)).unwrap();
     ctx.register_table("big", table(2, 500)).unwrap();
     for (sql, name, prefixes, rows) in [
