@@ -296,6 +296,10 @@ pub mod names {
     pub const SPILL_FILES_CREATED: &str = "spillFilesCreated";
     /// Bytes written to spill files.
     pub const SPILL_WRITTEN_BYTES: &str = "spillWrittenBytes";
+    /// Rows written to spill files (read from the Arrow IPC stream as it is written).
+    pub const SPILL_WRITTEN_ROWS: &str = "spillWrittenRows";
+    /// Partitions (tasks) of an operator that spilled.
+    pub const SPILLED_PARTITIONS: &str = "spilledPartitions";
     /// Time of writing spill files (ns).
     pub const SPILL_WRITE_NANOS: &str = "spillWriteNanos";
     /// Bytes read back from spill files.

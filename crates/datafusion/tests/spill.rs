@@ -110,6 +110,15 @@ impl SpillRun {
                 node.name
             );
             assert!(node.value(names::SPILL_WRITE_NANOS).unwrap_or(0) > 0);
+            // rows read from the files' Arrow streams, as DataFusion counted them
+            assert_eq!(
+                node.value(names::SPILL_WRITTEN_ROWS),
+                node.value("spilledRows"),
+                "#{} {}",
+                node.id,
+                node.name
+            );
+            assert!(node.value(names::SPILLED_PARTITIONS).unwrap_or(0) >= 1);
         }
         let total = |name: &str| -> i64 { spilled.iter().filter_map(|n| n.value(name)).sum() };
         assert_eq!(
@@ -175,10 +184,16 @@ async fn a_sort_merge_join_over_its_memory_limit_reports_its_buffered_side_spill
         join.value("sortMergeBufferedSpilledFiles"),
         join.value(names::SPILL_FILES_CREATED)
     );
-    assert_eq!(
-        join.value("sortMergeBufferedSpilledBytes"),
-        join.value(names::SPILL_WRITTEN_BYTES)
-    );
+    for (phase, operator) in [
+        ("sortMergeBufferedSpilledBytes", names::SPILL_WRITTEN_BYTES),
+        ("sortMergeBufferedSpilledRows", names::SPILL_WRITTEN_ROWS),
+        (
+            "sortMergeBufferedSpilledPartitions",
+            names::SPILLED_PARTITIONS,
+        ),
+    ] {
+        assert_eq!(join.value(phase), join.value(operator), "{phase}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

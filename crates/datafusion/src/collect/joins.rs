@@ -85,6 +85,18 @@ pub(super) fn phase_metrics(
                     |s| s.spill.files,
                 ),
                 (
+                    "SpilledRows",
+                    format!("{words} spilled rows"),
+                    MetricKind::Sum,
+                    |s| s.spill.written_rows,
+                ),
+                (
+                    "SpilledPartitions",
+                    format!("{words} spilled partitions"),
+                    MetricKind::Sum,
+                    |s| u64::from(s.spill.files > 0),
+                ),
+                (
                     "SpillWriteNanos",
                     format!("time of {words} spill writes"),
                     MetricKind::NsTiming,
