@@ -376,6 +376,17 @@ fn a_query_over_the_memory_limit_fails_its_tasks_and_the_run_goes_on() {
         let message = task["errorMessage"].as_str().unwrap();
         assert!(message.starts_with("Resources exhausted"), "{message}");
     }
+    // spark-history-cli shows the second query's spilling under the seed's names
+    let plan = shc_ok(&server, &["--json", "-a", app, "sql", "1"]);
+    for name in [
+        "total spilled files",
+        "bytes written for spilling",
+        "total rows written for spilling",
+        "total spilled partitions",
+        "rows written to spill files",
+    ] {
+        assert!(plan.contains(name), "no {name} in\n{plan}");
+    }
     // the web UI's page of the failed stage shows its failed tasks with their reason
     let stage = stages
         .as_array()

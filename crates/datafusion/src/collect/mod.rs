@@ -305,7 +305,7 @@ const SPILL_METRICS: &[SnapshotMetric<SpillSnapshot>] = &[
     (names::SPILL_FILES_CREATED, "number of spill files created", MetricKind::Sum, |s| s.files),
     (names::SPILL_WRITTEN_BYTES, "bytes written to spill files", MetricKind::Size, |s| s.written_bytes),
     (names::SPILL_WRITTEN_ROWS, "rows written to spill files", MetricKind::Sum, |s| s.written_rows),
-    (names::SPILLED_PARTITIONS, "number of spilled partitions", MetricKind::Sum, |s| u64::from(s.files > 0)),
+    (names::SPILLED_PARTITIONS, "total spilled partitions", MetricKind::Sum, |s| u64::from(s.files > 0)),
     (names::SPILL_WRITE_NANOS, "time of writing spill files", MetricKind::NsTiming, |s| s.write_nanos),
     (names::SPILL_READ_BYTES, "bytes read back from spill files", MetricKind::Size, |s| s.read_bytes),
     (names::SPILL_READ_NANOS, "time of reading spill files", MetricKind::NsTiming, |s| s.read_nanos),
