@@ -18,6 +18,7 @@ pub mod call_site;
 pub mod clock;
 pub mod counters;
 pub mod events;
+pub mod executor_memory;
 pub mod format;
 pub mod io;
 pub mod metric;

@@ -250,6 +250,46 @@ impl Periodic for TimeSeriesCounter {
     }
 }
 
+/// A beat run at most once per interval on the updater's ticks: the first tick beats, then
+/// each tick at least an interval after the last beat (so the interval is rounded up to
+/// whole periods of the updater).
+pub struct Heartbeat {
+    interval_nanos: AtomicU64,
+    /// The clock's time at the last beat; `u64::MAX` before the first.
+    last_nanos: AtomicU64,
+    beat: Box<dyn Fn() + Send + Sync>,
+    samples: AtomicU64,
+    stopped: AtomicBool,
+}
+
+impl Heartbeat {
+    /// Sets the time between beats.
+    pub fn set_interval(&self, interval: Duration) {
+        self.interval_nanos.store(duration_nanos(interval), Relaxed);
+    }
+
+    /// The time between beats.
+    pub fn interval(&self) -> Duration {
+        Duration::from_nanos(self.interval_nanos.load(Relaxed))
+    }
+}
+
+impl Periodic for Heartbeat {
+    fn sample(&self, now_nanos: u64) {
+        let last = self.last_nanos.load(Relaxed);
+        let due =
+            last == u64::MAX || now_nanos.saturating_sub(last) >= self.interval_nanos.load(Relaxed);
+        if due {
+            self.last_nanos.store(now_nanos, Relaxed);
+            self.samples.fetch_add(1, Relaxed);
+            (self.beat)();
+        }
+    }
+    fn stopped(&self) -> bool {
+        self.stopped.load(Relaxed)
+    }
+}
+
 /// The registry a clock ticks. Counters are held weakly: one dropped by its owner stops
 /// being sampled.
 pub struct PeriodicUpdater {
@@ -283,7 +323,8 @@ debug_counter!(
     RateCounter,
     SamplingCounter,
     BucketingCounter,
-    TimeSeriesCounter
+    TimeSeriesCounter,
+    Heartbeat
 );
 
 impl PeriodicUpdater {
@@ -415,6 +456,21 @@ impl PeriodicUpdater {
         }))
     }
 
+    /// A heartbeat running `beat` on this updater's ticks, at most once per `interval`.
+    pub fn heartbeat(
+        &self,
+        interval: Duration,
+        beat: impl Fn() + Send + Sync + 'static,
+    ) -> Arc<Heartbeat> {
+        self.add(Arc::new(Heartbeat {
+            interval_nanos: AtomicU64::new(duration_nanos(interval)),
+            last_nanos: AtomicU64::new(u64::MAX),
+            beat: Box::new(beat),
+            samples: AtomicU64::new(0),
+            stopped: AtomicBool::new(false),
+        }))
+    }
+
     /// Samples every live, running counter now.
     pub fn tick(&self) {
         let now = self.now_nanos();
@@ -487,14 +543,41 @@ sample_count!(
     RateCounter,
     SamplingCounter,
     BucketingCounter,
-    TimeSeriesCounter
+    TimeSeriesCounter,
+    Heartbeat
 );
+
+impl Stoppable for Heartbeat {
+    fn stop_at(&self, _now_nanos: u64) {
+        self.stopped.store(true, Relaxed);
+    }
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_heartbeat_beats_once_per_interval_of_ticks() {
+        let (clock, updater) = updater();
+        let beats = Arc::new(AtomicU64::new(0));
+        let counted = Arc::clone(&beats);
+        let heartbeat = updater.heartbeat(Duration::from_millis(1_000), move || {
+            counted.fetch_add(1, Relaxed);
+        });
+        // ticks every 500 ms for 3 s: beats at 0, 1 s, 2 s and 3 s
+        for _ in 0..=6 {
+            updater.tick();
+            clock.advance(500_000_000, 0);
+        }
+        assert_eq!(beats.load(Relaxed), 4);
+        assert_eq!(heartbeat.samples(), 4);
+        updater.stop(heartbeat.as_ref());
+        updater.tick();
+        assert_eq!(beats.load(Relaxed), 4);
+    }
 
     fn updater() -> (Arc<ManualClock>, Arc<PeriodicUpdater>) {
         let clock = Arc::new(ManualClock::new());

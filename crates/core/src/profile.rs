@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use crate::executor_memory::MemorySample;
 use crate::format;
 use crate::metric::{Aggregate, MetricKind, TaskValue, spark_string};
 use crate::sampling::FunctionStats;
@@ -217,6 +218,10 @@ pub struct StageProfile {
     pub node_ids: Vec<usize>,
     /// The stage's tasks, by partition.
     pub tasks: Vec<TaskProfile>,
+    /// The executor's memory peaks while the stage ran, by region: execution memory is the
+    /// exact peak of the stage's own reservations; the other regions are the largest
+    /// samples taken from its start to its end. `None` if nothing was sampled.
+    pub memory: Option<MemorySample>,
 }
 
 /// The profile of one query.
@@ -236,6 +241,8 @@ pub struct QueryProfile {
     pub plan: ProfileNode,
     /// Stages and their tasks.
     pub stages: Vec<StageProfile>,
+    /// The executor's memory samples from the query's start to its end, oldest first.
+    pub memory: Vec<MemorySample>,
 }
 
 /// Names of the base metrics every operator has, and of the I/O metrics of operators that
@@ -649,7 +656,9 @@ pub mod fixtures {
                     }],
                     error: None,
                 }],
+                memory: None,
             }],
+            memory: Vec::new(),
         }
     }
 }

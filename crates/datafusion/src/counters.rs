@@ -8,6 +8,7 @@ use datafusion::execution::runtime_env::RuntimeEnv;
 use qprof_core::counters::{MemoryTracker, OperatorTaskCounters};
 use qprof_core::phases::JoinPhase;
 
+use crate::executor_memory::MemoryMonitor;
 use crate::joins::JoinShape;
 
 use qprof_core::call_site::FunctionSite;
@@ -16,15 +17,48 @@ use qprof_core::call_site::FunctionSite;
 const NO_STAGE: u32 = u32::MAX;
 
 /// State shared by all operators of one planned query.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct PlanCounters {
     /// Memory of each (stage, partition): the exact peak of a task across its operators.
     stage_tasks: Mutex<HashMap<(u32, usize), Arc<MemoryTracker>>>,
+    /// Memory of each stage: the exact peak of all its tasks together.
+    stages: Mutex<HashMap<u32, Arc<MemoryTracker>>>,
+    /// The executor's memory, sampled when a stage starts.
+    pub(crate) memory: Arc<MemoryMonitor>,
     /// Every function call site planned for the query, placed in an operator or not.
     sites: Mutex<Vec<Arc<FunctionSite>>>,
 }
 
 impl PlanCounters {
+    pub(crate) fn new(memory: Arc<MemoryMonitor>) -> Self {
+        Self {
+            stage_tasks: Mutex::default(),
+            stages: Mutex::default(),
+            memory,
+            sites: Mutex::default(),
+        }
+    }
+
+    /// The memory tracker of `stage`, created (and the executor's memory sampled: the
+    /// stage starts) on first use.
+    pub(crate) fn stage_memory(&self, stage: u32) -> Arc<MemoryTracker> {
+        let mut stages = self.stages.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(tracker) = stages.get(&stage) {
+            return Arc::clone(tracker);
+        }
+        let tracker = Arc::new(MemoryTracker::default());
+        stages.insert(stage, Arc::clone(&tracker));
+        drop(stages);
+        self.memory.sample();
+        tracker
+    }
+
+    /// Peak memory of all of `stage`'s tasks together, 0 if it reserved nothing.
+    pub(crate) fn stage_peak(&self, stage: u32) -> u64 {
+        let stages = self.stages.lock().unwrap_or_else(PoisonError::into_inner);
+        stages.get(&stage).map_or(0, |t| t.peak())
+    }
+
     /// The memory tracker of task `partition` of `stage`, created on first use.
     pub(crate) fn stage_task_memory(&self, stage: u32, partition: usize) -> Arc<MemoryTracker> {
         let mut tasks = self
@@ -127,6 +161,7 @@ impl OperatorCounters {
             let mut rollups = vec![Arc::clone(&self.memory)];
             if let Some(stage) = self.stage() {
                 rollups.push(self.plan.stage_task_memory(stage, partition));
+                rollups.push(self.plan.stage_memory(stage));
             }
             let task = OperatorTaskCounters::with_links(rollups, Some(Arc::clone(&self.spawned)));
             if let Some(join) = self.join.get() {

@@ -32,6 +32,7 @@ mod collect;
 mod counters;
 mod definitions;
 mod exec;
+mod executor_memory;
 #[cfg(feature = "bench")]
 pub mod function_bench;
 mod io;

@@ -8,6 +8,7 @@
 //! | `qprof.expression.adaptive_cpu_sampling` | `true` | sample the other functions adaptively |
 //! | `qprof.expression.adaptive_cpu_sampling_max_overhead_pct` | `1.0` | overhead budget of sampling, % of a function's time |
 //! | `qprof.runtime.counter_update_period_ms` | `500` | period of the updater that samples periodic counters (read concurrency, throughput), 1 to 60000 |
+//! | `qprof.runtime.heartbeat_interval_ms` | `1000` | time between samples of the executor's memory, 1 to 600000 (rounded up to whole updater periods) |
 //!
 //! The first key beats the second, which beats the third: see [`QprofOptions::tracking_for`].
 
@@ -28,6 +29,9 @@ pub const ADAPTIVE_MAX_OVERHEAD_PCT: &str = "expression.adaptive_cpu_sampling_ma
 /// Key (without the `qprof.` prefix) of the periodic counters' update period, in ms.
 pub const COUNTER_UPDATE_PERIOD_MS: &str = "runtime.counter_update_period_ms";
 
+/// Key (without the `qprof.` prefix) of the time between the executor's memory samples, in ms.
+pub const HEARTBEAT_INTERVAL_MS: &str = "runtime.heartbeat_interval_ms";
+
 /// qprof's options of one session.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QprofOptions {
@@ -42,6 +46,9 @@ pub struct QprofOptions {
     /// Period of the process's periodic counter updater, in milliseconds; in [1, 60000].
     /// The process has one updater: the period of the latest query's session applies.
     pub counter_update_period_ms: u64,
+    /// Time between samples of the executor's memory (its heartbeat), in milliseconds; in
+    /// [1, 600000]. Stages also sample when they start, so short ones are never missed.
+    pub heartbeat_interval_ms: u64,
 }
 
 impl Default for QprofOptions {
@@ -52,6 +59,7 @@ impl Default for QprofOptions {
             adaptive_cpu_sampling: true,
             adaptive_cpu_sampling_max_overhead_pct: 1.0,
             counter_update_period_ms: 500,
+            heartbeat_interval_ms: 1_000,
         }
     }
 }
@@ -109,11 +117,18 @@ impl QprofOptions {
                     _ => return Err(invalid(key, value, "milliseconds in [1, 60000]")),
                 };
             }
+            HEARTBEAT_INTERVAL_MS => {
+                self.heartbeat_interval_ms = match value.parse::<u64>() {
+                    Ok(ms) if (1..=600_000).contains(&ms) => ms,
+                    _ => return Err(invalid(key, value, "milliseconds in [1, 600000]")),
+                };
+            }
             _ => {
                 return Err(DataFusionError::Configuration(format!(
                     "unknown option qprof.{key}; known: qprof.{TRACK_CPU_USAGE}, \
                      qprof.{TRACK_CPU_USAGE_FOR_FUNCTIONS}, qprof.{ADAPTIVE_CPU_SAMPLING}, \
-                     qprof.{ADAPTIVE_MAX_OVERHEAD_PCT}, qprof.{COUNTER_UPDATE_PERIOD_MS}"
+                     qprof.{ADAPTIVE_MAX_OVERHEAD_PCT}, qprof.{COUNTER_UPDATE_PERIOD_MS}, \
+                     qprof.{HEARTBEAT_INTERVAL_MS}"
                 )));
             }
         }
@@ -208,6 +223,11 @@ impl ExtensionOptions for QprofOptions {
                 COUNTER_UPDATE_PERIOD_MS,
                 self.counter_update_period_ms.to_string(),
                 "Period of the updater sampling periodic counters (read concurrency, throughput), in ms.",
+            ),
+            entry(
+                HEARTBEAT_INTERVAL_MS,
+                self.heartbeat_interval_ms.to_string(),
+                "Time between samples of the executor's memory, in ms.",
             ),
         ]
     }

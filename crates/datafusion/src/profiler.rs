@@ -23,7 +23,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
@@ -44,6 +44,7 @@ use qprof_core::events::{
 use qprof_core::profile::QueryProfile;
 
 use crate::collect::{QueryInfo, RunIds, collect_profile};
+use crate::executor_memory::{DEFAULT_HEARTBEAT, MemoryMonitor};
 use crate::io::{ProfilingObjectStoreRegistry, process_updater};
 use crate::memory::AttributingPool;
 use crate::options::QprofOptions;
@@ -164,6 +165,8 @@ struct Shared {
     running: Mutex<Vec<RunningQuery>>,
     /// The cache the object stores of instrumented sessions read through.
     read_cache: Option<Arc<ReadCache>>,
+    /// The executor's memory, sampled.
+    memory: Arc<MemoryMonitor>,
 }
 
 /// A query between its planning and its end.
@@ -237,6 +240,7 @@ impl Profiler {
                 next_query: AtomicUsize::new(1),
                 spawned_work_attributed,
                 running: Mutex::new(Vec::new()),
+                memory: MemoryMonitor::new(read_cache.clone()),
                 read_cache,
             }),
         }
@@ -324,6 +328,15 @@ impl Profiler {
                 ..RuntimeEnv::clone(&runtime)
             })
         };
+        self.shared.memory.add_pool(&runtime.memory_pool);
+        let heartbeat = config
+            .options()
+            .extensions
+            .get::<QprofOptions>()
+            .map_or(DEFAULT_HEARTBEAT, |o| {
+                Duration::from_millis(o.heartbeat_interval_ms)
+            });
+        self.shared.memory.beat_every(heartbeat);
         let planner = builder.query_planner().take();
         if !self.shared.bus.started() {
             self.start(app_info(Some(&config)));
@@ -332,7 +345,9 @@ impl Profiler {
             .with_config(config)
             .with_runtime_env(runtime)
             .with_query_planner(Arc::new(ProfilingQueryPlanner::new(planner)))
-            .with_physical_optimizer_rule(Arc::new(ProfilingRule))
+            .with_physical_optimizer_rule(Arc::new(ProfilingRule::new(Arc::clone(
+                &self.shared.memory,
+            ))))
     }
 
     /// Starts the application described by `app` (ignored if it started already).

@@ -193,6 +193,11 @@ impl ReadCache {
         &self.config
     }
 
+    /// Bytes the memory tier holds now.
+    pub fn memory_bytes(&self) -> u64 {
+        self.chunks.memory().usage() as u64
+    }
+
     /// Waits for chunks on their way to the disk tier and closes it.
     ///
     /// # Errors

@@ -13,6 +13,7 @@ use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMerge
 
 use crate::counters::{OperatorCounters, PlanCounters};
 use crate::exec::ProfiledExec;
+use crate::executor_memory::MemoryMonitor;
 use crate::joins::join_shape;
 
 /// Wraps every operator of a physical plan in a [`ProfiledExec`].
@@ -20,12 +21,19 @@ use crate::joins::join_shape;
 /// Append it last (`SessionStateBuilder::with_physical_optimizer_rule`), so it sees the
 /// final plan, after dynamic filters are wired. It is idempotent: a plan that is already
 /// wrapped is returned as it is.
-#[derive(Debug, Default)]
-pub(crate) struct ProfilingRule;
+#[derive(Debug)]
+pub(crate) struct ProfilingRule {
+    /// The executor's memory, sampled when a stage of a wrapped plan starts.
+    memory: Arc<MemoryMonitor>,
+}
 
 impl ProfilingRule {
     /// The rule's name, by which an instrumented builder is recognized.
     pub(crate) const NAME: &'static str = "qprof_profiling";
+
+    pub(crate) fn new(memory: Arc<MemoryMonitor>) -> Self {
+        Self { memory }
+    }
 }
 
 impl PhysicalOptimizerRule for ProfilingRule {
@@ -37,7 +45,7 @@ impl PhysicalOptimizerRule for ProfilingRule {
         if ProfiledExec::of(plan.as_ref()).is_some() {
             return Ok(plan);
         }
-        let state = Arc::new(PlanCounters::default());
+        let state = Arc::new(PlanCounters::new(Arc::clone(&self.memory)));
         let mut next_id = 0_usize;
         let wrapped = plan
             .transform_down(|node| {

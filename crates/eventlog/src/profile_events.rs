@@ -6,6 +6,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasher, Hasher};
 
+use qprof_core::executor_memory::MemorySample;
 use qprof_core::metric::{MetricKind, TaskValue};
 use qprof_core::profile::{
     NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskProfile, names,
@@ -186,16 +187,28 @@ fn stage_info(
     Value::Object(o)
 }
 
-fn executor_metrics(off_heap_execution: i64) -> Value {
+/// Spark's executor metrics of a Rust executor's memory regions: the allocator's heap in
+/// `JVMHeapMemory`'s slot, execution (pool) and storage (cache) memory off-heap, their sum
+/// as unified memory, file-backed resident memory as the mapped pool, and the process's
+/// resident and virtual size as its process tree's. Slots a Rust process has nothing for
+/// (on-heap regions, the JVM's non-heap and direct pools, garbage collection) are 0.
+fn executor_metrics(memory: &MemorySample) -> Value {
+    let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     Value::Object(
         EXECUTOR_METRIC_NAMES
             .iter()
             .map(|n| {
                 let v = match *n {
-                    "OffHeapExecutionMemory" | "OffHeapUnifiedMemory" => off_heap_execution,
+                    "JVMHeapMemory" => memory.heap_bytes,
+                    "OffHeapExecutionMemory" => memory.execution_bytes,
+                    "OffHeapStorageMemory" => memory.storage_bytes,
+                    "OffHeapUnifiedMemory" => memory.unified_bytes(),
+                    "MappedPoolMemory" => memory.file_mapped_bytes,
+                    "ProcessTreeJVMVMemory" => memory.virtual_bytes,
+                    "ProcessTreeJVMRSSMemory" => memory.rss_bytes,
                     _ => 0,
                 };
-                (n.to_string(), json!(v))
+                (n.to_string(), json!(clamp(v)))
             })
             .collect(),
     )
@@ -479,6 +492,11 @@ pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Ve
             let figures = task_figures(&nodes, stage, task);
             let peak = task.value(names::PEAK_MEMORY_BYTES).unwrap_or(0);
             stage_peak = stage_peak.max(peak);
+            // the task's own execution peak, the stage's other regions
+            let task_memory = MemorySample {
+                execution_bytes: u64::try_from(peak).unwrap_or(0),
+                ..stage.memory.unwrap_or_default()
+            };
             let finish = (task.finish_epoch_millis as i64).max(task.start_epoch_millis as i64);
             out.push(json!({
                 "Event": events::TASK_END,
@@ -487,16 +505,21 @@ pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Ve
                 "Task Type": if result_task { "ResultTask" } else { "ShuffleMapTask" },
                 "Task End Reason": end_reason(task.error.as_deref()),
                 "Task Info": task_info(task, host, finish, task.error.is_some(), accumulables),
-                "Task Executor Metrics": executor_metrics(peak),
+                "Task Executor Metrics": executor_metrics(&task_memory),
                 "Task Metrics": task_metrics(task, &figures, result_task),
             }));
         }
+        // without samples, the stage's largest task peak stands for its execution memory
+        let stage_memory = stage.memory.unwrap_or(MemorySample {
+            execution_bytes: u64::try_from(stage_peak).unwrap_or(0),
+            ..MemorySample::default()
+        });
         out.push(json!({
             "Event": events::STAGE_EXECUTOR_METRICS,
             "Executor ID": "driver",
             "Stage ID": stage.id,
             "Stage Attempt ID": 0,
-            "Executor Metrics": executor_metrics(stage_peak),
+            "Executor Metrics": executor_metrics(&stage_memory),
         }));
         out.push(json!({
             "Event": events::STAGE_COMPLETED,

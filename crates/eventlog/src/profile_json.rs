@@ -10,6 +10,7 @@
 use std::fmt;
 use std::marker::PhantomData;
 
+use qprof_core::executor_memory::MemorySample;
 use qprof_core::profile::{
     FunctionProfile, NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskProfile,
 };
@@ -140,6 +141,9 @@ pub struct QueryJson {
     pub plan: NodeJson,
     /// Stages and their tasks.
     pub stages: Vec<StageJson>,
+    /// The executor's memory samples while the query ran, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory: Vec<MemoryJson>,
     /// In an event log: the accumulator id of each metric, by node id and metric name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accumulator_ids: Option<OrderedMap<OrderedMap<i64>>>,
@@ -238,6 +242,48 @@ pub struct StageJson {
     pub node_ids: Vec<usize>,
     /// Its tasks.
     pub tasks: Vec<TaskJson>,
+    /// The executor's memory peaks while it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryJson>,
+}
+
+/// The executor's memory by region (a sample, or peaks without a time). Bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryJson {
+    /// When it was sampled, epoch ms (absent from peaks).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub epoch_millis: u64,
+    /// Heap in use (the allocator's).
+    pub heap_bytes: u64,
+    /// Reserved from the memory pools by operators.
+    pub execution_bytes: u64,
+    /// Held by caches.
+    pub storage_bytes: u64,
+    /// Resident memory backed by files.
+    pub file_mapped_bytes: u64,
+    /// Resident set size.
+    pub rss_bytes: u64,
+    /// Virtual size.
+    pub virtual_bytes: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+impl From<&MemorySample> for MemoryJson {
+    fn from(m: &MemorySample) -> MemoryJson {
+        MemoryJson {
+            epoch_millis: m.epoch_millis,
+            heap_bytes: m.heap_bytes,
+            execution_bytes: m.execution_bytes,
+            storage_bytes: m.storage_bytes,
+            file_mapped_bytes: m.file_mapped_bytes,
+            rss_bytes: m.rss_bytes,
+            virtual_bytes: m.virtual_bytes,
+        }
+    }
 }
 
 /// One task.
@@ -355,6 +401,7 @@ impl From<&StageProfile> for StageJson {
             id: s.id,
             node_ids: s.node_ids.clone(),
             tasks: s.tasks.iter().map(TaskJson::from).collect(),
+            memory: s.memory.as_ref().map(MemoryJson::from),
         }
     }
 }
@@ -369,6 +416,7 @@ impl From<&QueryProfile> for QueryJson {
             start_epoch_millis: p.start_epoch_millis,
             plan: NodeJson::from(&p.plan),
             stages: p.stages.iter().map(StageJson::from).collect(),
+            memory: p.memory.iter().map(MemoryJson::from).collect(),
             accumulator_ids: None,
         }
     }

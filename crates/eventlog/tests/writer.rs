@@ -179,13 +179,16 @@ fn profile() -> QueryProfile {
                     task_profile(10, T0 + 1010, 3),
                     task_profile(11, T0 + 1011, 3),
                 ],
+                memory: None,
             },
             StageProfile {
                 id: 4,
                 node_ids: vec![0, 1],
                 tasks: vec![task_profile(12, T0 + 1060, 3)],
+                memory: None,
             },
         ],
+        memory: Vec::new(),
     }
 }
 

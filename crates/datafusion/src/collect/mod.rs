@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use datafusion::physical_plan::{ExecutionPlan, displayable};
+use qprof_core::clock::epoch_millis;
 use qprof_core::counters::{OperatorTaskCounters, OperatorTaskSnapshot};
+use qprof_core::executor_memory::{MemoryRecorder, MemorySample};
 use qprof_core::io::{CONCURRENCY_BUCKETS, IoSnapshot};
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
 use qprof_core::periodic::{bucket_info_string, bucket_percentages};
@@ -224,6 +226,11 @@ pub(crate) fn collect_profile(
         root.functions.extend(unplaced);
         sort_functions(&mut root.functions);
     }
+    // a sample at the query's end (or at this snapshot), so its last stages have one
+    let monitor = plan_state.as_ref().map(|s| Arc::clone(&s.memory));
+    let now = monitor
+        .as_ref()
+        .map_or_else(epoch_millis, |m| m.sample().epoch_millis);
     let stages = stage_nodes
         .iter()
         .map(|(&stage, node_ids)| {
@@ -234,10 +241,18 @@ pub(crate) fn collect_profile(
             };
             let mut profile = stage_profile(stage, node_ids, &readings, &tasks, peak);
             profile.id = base + stage;
+            if let (Some(state), Some(monitor)) = (&plan_state, &monitor) {
+                profile.memory =
+                    stage_memory(&profile, state.stage_peak(stage), monitor.recorder(), now);
+            }
             profile
         })
         .collect();
+    let memory = monitor.map_or_else(Vec::new, |m| {
+        m.recorder().between(info.start_epoch_millis, now)
+    });
     QueryProfile {
+        memory,
         id: info.id,
         sql: info.sql,
         rows: info.rows,
@@ -762,5 +777,40 @@ fn stage_profile(
         id: stage,
         node_ids: node_ids.to_vec(),
         tasks: task_profiles,
+        memory: None,
     }
+}
+
+/// The executor's memory peaks while `stage` ran: the samples from its start (the one its
+/// start took, or the last before) to its end (`now` if it has not ended), with execution
+/// memory the stage's own exact reservation peak `execution_peak`.
+fn stage_memory(
+    stage: &StageProfile,
+    execution_peak: u64,
+    recorder: &MemoryRecorder,
+    now: u64,
+) -> Option<MemorySample> {
+    let start = stage
+        .tasks
+        .iter()
+        .map(|t| t.start_epoch_millis)
+        .filter(|t| *t > 0)
+        .min()?;
+    let end = stage
+        .tasks
+        .iter()
+        .map(|t| t.finish_epoch_millis)
+        .max()
+        .filter(|t| *t >= start)
+        .unwrap_or(now);
+    let mut samples = recorder.between(start, end);
+    samples.extend(recorder.last_before(start));
+    if samples.is_empty() {
+        return None;
+    }
+    Some(MemorySample {
+        epoch_millis: 0,
+        execution_bytes: execution_peak,
+        ..MemorySample::peaks(&samples)
+    })
 }

@@ -1,0 +1,240 @@
+//! The memory of an executor (in one process, the process itself), by region, sampled on
+//! heartbeats and at stage starts, with its peaks.
+//!
+//! A Rust engine has no JVM heap: its regions are the allocator's heap in use, the
+//! engine's execution memory (reserved from its memory pool by operators), its storage
+//! memory (caches), file-backed resident memory, and the process's resident and virtual
+//! size. The Spark executor-metric slot each one fills is the event log's business.
+
+use std::sync::{Mutex, PoisonError};
+
+/// One reading of an executor's memory. Sizes in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemorySample {
+    /// When it was read, in milliseconds since the Unix epoch (0 in a peak).
+    pub epoch_millis: u64,
+    /// Heap in use: bytes the allocator handed out and not yet got back.
+    pub heap_bytes: u64,
+    /// Execution memory: reserved from the engine's memory pools by operators.
+    pub execution_bytes: u64,
+    /// Storage memory: held by caches (read cache, file metadata).
+    pub storage_bytes: u64,
+    /// Resident memory backed by files (the binary's pages, memory-mapped files).
+    pub file_mapped_bytes: u64,
+    /// Resident set size of the process.
+    pub rss_bytes: u64,
+    /// Virtual size of the process.
+    pub virtual_bytes: u64,
+}
+
+impl MemorySample {
+    /// Execution and storage memory together (Spark's "unified" memory).
+    pub fn unified_bytes(&self) -> u64 {
+        self.execution_bytes.saturating_add(self.storage_bytes)
+    }
+
+    /// The larger of each region of `self` and `other` (time: the later).
+    pub fn max(self, other: MemorySample) -> MemorySample {
+        MemorySample {
+            epoch_millis: self.epoch_millis.max(other.epoch_millis),
+            heap_bytes: self.heap_bytes.max(other.heap_bytes),
+            execution_bytes: self.execution_bytes.max(other.execution_bytes),
+            storage_bytes: self.storage_bytes.max(other.storage_bytes),
+            file_mapped_bytes: self.file_mapped_bytes.max(other.file_mapped_bytes),
+            rss_bytes: self.rss_bytes.max(other.rss_bytes),
+            virtual_bytes: self.virtual_bytes.max(other.virtual_bytes),
+        }
+    }
+
+    /// The peaks of `samples`, each region's largest value (all 0 if there are none).
+    pub fn peaks<'a>(samples: impl IntoIterator<Item = &'a MemorySample>) -> MemorySample {
+        samples
+            .into_iter()
+            .fold(MemorySample::default(), |peak, s| peak.max(*s))
+    }
+}
+
+/// The process's own regions: heap in use, file-backed resident, resident and virtual size
+/// (0 where the platform does not say).
+pub fn process_memory() -> MemorySample {
+    let (rss_bytes, virtual_bytes) = resident_and_virtual();
+    MemorySample {
+        heap_bytes: heap_in_use(),
+        file_mapped_bytes: file_backed_resident(),
+        rss_bytes,
+        virtual_bytes,
+        ..MemorySample::default()
+    }
+}
+
+/// Bytes the C allocator has handed out and not got back: small chunks in use plus chunks
+/// it mapped on their own (glibc's `mallinfo2`).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn heap_in_use() -> u64 {
+    // SAFETY: mallinfo2 only reads the allocator's statistics and returns them by value.
+    let info = unsafe { libc::mallinfo2() };
+    (info.uordblks as u64).saturating_add(info.hblkhd as u64)
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn heap_in_use() -> u64 {
+    0
+}
+
+/// Resident and virtual size from `/proc/self/statm` (pages).
+fn resident_and_virtual() -> (u64, u64) {
+    let Ok(statm) = std::fs::read_to_string("/proc/self/statm") else {
+        return (0, 0);
+    };
+    let mut fields = statm
+        .split_whitespace()
+        .map(|f| f.parse::<u64>().unwrap_or(0));
+    let (size, resident) = (fields.next().unwrap_or(0), fields.next().unwrap_or(0));
+    let page = page_size();
+    (resident * page, size * page)
+}
+
+/// Resident bytes backed by files: `/proc/self/status`'s `RssFile`.
+fn file_backed_resident() -> u64 {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return 0;
+    };
+    status
+        .lines()
+        .find(|l| l.starts_with("RssFile:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kib| kib.parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024)
+}
+
+#[cfg(unix)]
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(size).unwrap_or(4096)
+}
+
+#[cfg(not(unix))]
+fn page_size() -> u64 {
+    4096
+}
+
+/// The samples of one executor over its life, at most `capacity` of them (older ones
+/// thinned to every other when full), and its peaks over all samples ever taken.
+#[derive(Debug)]
+pub struct MemoryRecorder {
+    capacity: usize,
+    state: Mutex<Recorded>,
+}
+
+#[derive(Debug, Default)]
+struct Recorded {
+    samples: Vec<MemorySample>,
+    peaks: MemorySample,
+}
+
+impl MemoryRecorder {
+    /// A recorder keeping at most `capacity` samples (at least 2).
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            capacity: capacity.max(2),
+            state: Mutex::new(Recorded::default()),
+        }
+    }
+
+    /// Keeps `sample`.
+    pub fn record(&self, sample: MemorySample) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.peaks = state.peaks.max(sample);
+        if state.samples.len() == self.capacity {
+            let thinned: Vec<MemorySample> = state.samples.iter().copied().step_by(2).collect();
+            state.samples = thinned;
+        }
+        state.samples.push(sample);
+    }
+
+    /// The kept samples taken from `from_millis` to `to_millis` (inclusive), oldest first.
+    pub fn between(&self, from_millis: u64, to_millis: u64) -> Vec<MemorySample> {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state
+            .samples
+            .iter()
+            .filter(|s| (from_millis..=to_millis).contains(&s.epoch_millis))
+            .copied()
+            .collect()
+    }
+
+    /// The last sample taken at or before `millis`, if any is kept.
+    pub fn last_before(&self, millis: u64) -> Option<MemorySample> {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state
+            .samples
+            .iter()
+            .rev()
+            .find(|s| s.epoch_millis <= millis)
+            .copied()
+    }
+
+    /// Each region's largest value over every sample recorded.
+    pub fn peaks(&self) -> MemorySample {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .peaks
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample(t: u64, heap: u64, execution: u64) -> MemorySample {
+        MemorySample {
+            epoch_millis: t,
+            heap_bytes: heap,
+            execution_bytes: execution,
+            ..MemorySample::default()
+        }
+    }
+
+    #[test]
+    fn a_window_sees_its_samples_and_peaks_are_per_region() {
+        let r = MemoryRecorder::new(100);
+        r.record(sample(10, 5, 100));
+        r.record(sample(20, 50, 10));
+        r.record(sample(30, 7, 7));
+        let window = r.between(15, 30);
+        assert_eq!(window.len(), 2);
+        let peaks = MemorySample::peaks(&window);
+        assert_eq!((peaks.heap_bytes, peaks.execution_bytes), (50, 10));
+        assert_eq!(r.peaks().execution_bytes, 100);
+        assert_eq!(r.last_before(25), Some(sample(20, 50, 10)));
+        assert_eq!(r.last_before(5), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_process_reads_plausibly() {
+        let buffer = vec![1u8; 32 << 20];
+        std::hint::black_box(&buffer);
+        let m = process_memory();
+        assert!(m.rss_bytes >= 32 << 20, "{m:?}");
+        assert!(m.virtual_bytes >= m.rss_bytes);
+        assert!(m.file_mapped_bytes <= m.rss_bytes);
+        #[cfg(target_env = "gnu")]
+        assert!(m.heap_bytes >= 32 << 20, "{m:?}");
+    }
+
+    proptest! {
+        #[test]
+        fn lifetime_peaks_survive_thinning(values in proptest::collection::vec(0_u64..1_000, 1..200)) {
+            let r = MemoryRecorder::new(8);
+            for (t, v) in values.iter().enumerate() {
+                r.record(sample(t as u64, *v, 0));
+            }
+            prop_assert_eq!(r.peaks().heap_bytes, *values.iter().max().unwrap());
+            prop_assert!(r.between(0, u64::MAX).len() <= 8);
+        }
+    }
+}

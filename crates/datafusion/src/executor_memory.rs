@@ -1,0 +1,106 @@
+//! The executor's memory, sampled: on the process updater's heartbeat, when a stage of a
+//! query starts, and when a query ends. In one process the driver is the executor.
+
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::time::Duration;
+
+use datafusion::execution::memory_pool::MemoryPool;
+use qprof_core::clock::epoch_millis;
+use qprof_core::executor_memory::{MemoryRecorder, MemorySample, process_memory};
+use qprof_core::periodic::Heartbeat;
+
+use crate::io::process_updater;
+use crate::read_cache::ReadCache;
+
+/// Samples kept per executor: at a heartbeat a second, about 2.8 hours before thinning.
+const KEPT_SAMPLES: usize = 10_000;
+
+/// The default time between heartbeats (`qprof.runtime.heartbeat_interval_ms`).
+pub(crate) const DEFAULT_HEARTBEAT: Duration = Duration::from_millis(1_000);
+
+/// Samples the memory of the executor a profiler's sessions run in.
+pub(crate) struct MemoryMonitor {
+    recorder: MemoryRecorder,
+    /// The memory pools of the instrumented sessions (their own, under qprof's view).
+    pools: Mutex<Vec<Weak<dyn MemoryPool>>>,
+    read_cache: Option<Arc<ReadCache>>,
+    heartbeat: OnceLock<Arc<Heartbeat>>,
+}
+
+impl std::fmt::Debug for MemoryMonitor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryMonitor")
+            .field("peaks", &self.recorder.peaks())
+            .finish_non_exhaustive()
+    }
+}
+
+impl MemoryMonitor {
+    pub(crate) fn new(read_cache: Option<Arc<ReadCache>>) -> Arc<MemoryMonitor> {
+        Arc::new(MemoryMonitor {
+            recorder: MemoryRecorder::new(KEPT_SAMPLES),
+            pools: Mutex::new(Vec::new()),
+            read_cache,
+            heartbeat: OnceLock::new(),
+        })
+    }
+
+    /// Counts `pool`'s reservations as execution memory, while it lives.
+    pub(crate) fn add_pool(&self, pool: &Arc<dyn MemoryPool>) {
+        let mut pools = self.pools.lock().unwrap_or_else(PoisonError::into_inner);
+        pools.retain(|p| p.strong_count() > 0);
+        if !pools.iter().any(|p| p.ptr_eq(&Arc::downgrade(pool))) {
+            pools.push(Arc::downgrade(pool));
+        }
+    }
+
+    /// Starts the heartbeat on the process's updater (once), or sets its interval.
+    pub(crate) fn beat_every(self: &Arc<Self>, interval: Duration) {
+        if let Some(heartbeat) = self.heartbeat.get() {
+            heartbeat.set_interval(interval);
+            return;
+        }
+        let monitor = Arc::downgrade(self);
+        let heartbeat = process_updater().heartbeat(interval, move || {
+            if let Some(monitor) = monitor.upgrade() {
+                monitor.sample();
+            }
+        });
+        if let Err(extra) = self.heartbeat.set(heartbeat) {
+            process_updater().stop(extra.as_ref());
+        }
+    }
+
+    /// Reads every region now and keeps the reading.
+    pub(crate) fn sample(&self) -> MemorySample {
+        let execution_bytes = {
+            let pools = self.pools.lock().unwrap_or_else(PoisonError::into_inner);
+            pools
+                .iter()
+                .filter_map(Weak::upgrade)
+                .map(|p| p.reserved() as u64)
+                .sum()
+        };
+        let sample = MemorySample {
+            epoch_millis: epoch_millis(),
+            execution_bytes,
+            storage_bytes: self.read_cache.as_ref().map_or(0, |c| c.memory_bytes()),
+            ..process_memory()
+        };
+        self.recorder.record(sample);
+        sample
+    }
+
+    /// The samples and their peaks.
+    pub(crate) fn recorder(&self) -> &MemoryRecorder {
+        &self.recorder
+    }
+}
+
+impl Drop for MemoryMonitor {
+    fn drop(&mut self) {
+        if let Some(heartbeat) = self.heartbeat.get() {
+            process_updater().stop(heartbeat.as_ref());
+        }
+    }
+}
