@@ -759,6 +759,13 @@ fn every_page_renders_in_headless_chromium() {
                 "no hot operator"
             );
         }
+        if page == "executors" {
+            // a Rust executor's regions under their own names, with Spark's slots beside
+            for shown in ["Peak heap", "Peak execution", "heap (allocator in use)", "RSS"] {
+                assert!(html.contains(shown), "executors: no {shown}");
+            }
+            assert!(!html.contains("Peak JVM heap"), "executors: a JVM label");
+        }
         let shot = dir.join(format!("{page}.png"));
         let out = chromium(&[&format!("--screenshot={}", shot.display())], &url);
         assert!(

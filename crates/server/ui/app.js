@@ -1295,15 +1295,36 @@
     ['OffHeapExecutionMemory', 'Peak off-heap exec.'],
     ['ProcessTreeJVMRSSMemory', 'Peak RSS'],
   ];
+  // A Rust executor (qprof on DataFusion) fills Spark's slots with its own regions: these are
+  // their names (see the README's executor-memory table).
+  const RUST_PEAK_METRICS = [
+    ['JVMHeapMemory', 'Peak heap'],
+    ['OffHeapExecutionMemory', 'Peak execution'],
+    ['OffHeapStorageMemory', 'Peak storage'],
+    ['ProcessTreeJVMRSSMemory', 'Peak RSS'],
+  ];
+  const RUST_REGIONS = {
+    JVMHeapMemory: 'heap (allocator in use)',
+    OffHeapExecutionMemory: 'execution (memory pools)',
+    OffHeapStorageMemory: 'storage (caches)',
+    OffHeapUnifiedMemory: 'unified (execution + storage)',
+    MappedPoolMemory: 'file-backed resident',
+    ProcessTreeJVMRSSMemory: 'RSS',
+    ProcessTreeJVMVMemory: 'virtual size',
+  };
+  // Whether the application's executors are qprof's (its environment names no JVM).
+  const isRustApp = (env) => /qprof/.test(((env || {}).runtime || {}).javaVersion || '');
 
   async function pageExecutors(route) {
     const { app } = route;
-    const [info, execs] = await Promise.all([
+    const [info, execs, env] = await Promise.all([
       optional(getJson(appUrl(app))),
       getJson(appUrl(app, '/allexecutors')),
+      optional(getJson(appUrl(app, '/environment'))),
     ]);
     const list = execs || [];
-    const peaks = PEAK_METRICS.filter(([k]) => list.some((e) => e.peakMemoryMetrics && isNum(e.peakMemoryMetrics[k])));
+    const rust = isRustApp(env);
+    const peaks = (rust ? RUST_PEAK_METRICS : PEAK_METRICS).filter(([k]) => list.some((e) => e.peakMemoryMetrics && isNum(e.peakMemoryMetrics[k])));
     const sum = (k) => list.reduce((a, e) => a + (isNum(e[k]) ? e[k] : 0), 0);
     const tasksText = (done, failed, total, active) => [
       h('span', null, fmtInt(done)), ' / ',
@@ -1346,7 +1367,9 @@
     const fmtPeak = (k, v) => (!isNum(v) ? DASH : /Count$/.test(k) ? fmtInt(v) : /Time$/.test(k) ? fmtMs(v) : fmtBytes(v));
     const peakCard = keys.length ? card('Peak executor metrics', { id: 'peak-metrics' }, table({ id: 'peak-table', class: 'data compact' },
       ['Metric', ...list.map((e) => [e.id, 'num'])],
-      keys.map((k) => h('tr', { class: 'peak-row' }, td(k, 'mono'), list.map((e) => td(fmtPeak(k, (e.peakMemoryMetrics || {})[k]), 'num')))))) : null;
+      keys.map((k) => h('tr', { class: 'peak-row' },
+        td(rust && RUST_REGIONS[k] ? [RUST_REGIONS[k], h('div', { class: 'muted small mono' }, k)] : k, rust ? null : 'mono'),
+        list.map((e) => td(fmtPeak(k, (e.peakMemoryMetrics || {})[k]), 'num')))))) : null;
 
     return {
       title: 'Executors',
