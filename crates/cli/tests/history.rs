@@ -759,6 +759,15 @@ fn every_page_renders_in_headless_chromium() {
                 "no hot operator"
             );
         }
+        if page == "query" {
+            // the executor's memory while the query ran, with its stages' starts
+            assert!(
+                html.contains("id=\"memory-chart\"")
+                    && html.contains("memory-line memory-RSS")
+                    && html.contains("class=\"stage-mark\""),
+                "query: no memory chart"
+            );
+        }
         if page == "executors" {
             // a Rust executor's regions under their own names, with Spark's slots beside
             for shown in ["Peak heap", "Peak execution", "heap (allocator in use)", "RSS"] {

@@ -1138,6 +1138,7 @@
             topRows.length ? table({ class: 'data compact' }, ['', 'Operator', ['Self time', 'num'], 'Share'], topRows)
               : h('p', { class: 'muted' }, 'No operator timings.')),
           card('Selected operator', { class: 'card' }, details)),
+        memoryChart(profile),
         fnRows.length ? card('Functions', { id: 'functions' },
           table({ class: 'data compact', id: 'function-table' },
             ['Operator', 'Call', ['CPU', 'num'], ['Wall', 'num'], ['Rows', 'num'], ['Vectors', 'num'], 'Timing'], fnRows)) : null,
@@ -1150,6 +1151,53 @@
           : h('p', { class: 'muted' }, 'No plan description.')),
       ],
     };
+  }
+
+  // ------------------------------------------------------------------ memory over time
+
+  // The executor's memory while a query ran (qprof's samples: heartbeats, stage starts, the
+  // end), one line per region, with each stage's start marked.
+  const MEMORY_LINES = [
+    ['rssBytes', 'RSS', '#64748b'],
+    ['heapBytes', 'heap', '#2563eb'],
+    ['executionBytes', 'execution', '#dc2626'],
+    ['storageBytes', 'storage', '#16a34a'],
+  ];
+
+  function memoryChart(profile) {
+    const samples = (profile && profile.memory) || [];
+    if (samples.length < 1) return null;
+    const t0 = Math.min(profile.startEpochMillis || samples[0].epochMillis, samples[0].epochMillis);
+    const tEnd = Math.max(samples[samples.length - 1].epochMillis, t0 + 1);
+    const lines = MEMORY_LINES.filter(([k]) => samples.some((m) => m[k] > 0));
+    const top = Math.max(1, ...samples.flatMap((m) => lines.map(([k]) => m[k] || 0)));
+    const W = 720, H = 180, L = 70, R = 10, T = 10, B = 24;
+    const x = (t) => L + ((t - t0) / (tEnd - t0)) * (W - L - R);
+    const y = (v) => T + (1 - v / top) * (H - T - B);
+    // stages starting in the same millisecond share one mark
+    const byStart = new Map();
+    for (const st of profile.stages || []) {
+      const ts = (st.tasks || []).map((t) => t.startEpochMillis).filter((t) => t > 0);
+      if (ts.length) byStart.set(Math.min(...ts), [...(byStart.get(Math.min(...ts)) || []), st.id]);
+    }
+    const starts = [...byStart.entries()].map(([t, ids]) =>
+      [ids.length === 1 ? `stage ${ids[0]}` : `stages ${ids.join(', ')}`, t]);
+    const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, class: 'memory-chart', width: W, height: H },
+      s('line', { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: '#cbd5e1' }),
+      s('text', { x: L - 6, y: T + 8, 'text-anchor': 'end', 'font-size': 10 }, fmtBytes(top)),
+      s('text', { x: L - 6, y: H - B, 'text-anchor': 'end', 'font-size': 10 }, '0'),
+      s('text', { x: W - R, y: H - 6, 'text-anchor': 'end', 'font-size': 10 }, fmtMs(tEnd - t0)),
+      starts.map(([label, t], i) => s('g', { class: 'stage-mark' },
+        s('line', { x1: x(t), y1: T, x2: x(t), y2: H - B, stroke: '#94a3b8', 'stroke-dasharray': '3 3' }),
+        s('text', { x: x(t) + 2, y: H - B - 2 - (i % 3) * 10, 'font-size': 9, fill: '#64748b' }, label))),
+      lines.map(([k, label, colour]) => s('polyline', {
+        class: `memory-line memory-${label}`, fill: 'none', stroke: colour, 'stroke-width': 1.5,
+        points: samples.map((m) => `${x(m.epochMillis).toFixed(1)},${y(m[k] || 0).toFixed(1)}`).join(' '),
+      }, s('title', null, label))));
+    const legend = h('div', { class: 'legend' }, lines.map(([, label, colour]) =>
+      h('span', { class: 'legend-item' }, h('span', { class: 'legend-swatch', style: `background:${colour}` }), ` ${label} `)),
+    h('span', { class: 'muted' }, `${samples.length} sample${samples.length === 1 ? '' : 's'}; dashed: stage starts`));
+    return card('Memory over time', { id: 'memory-chart' }, legend, h('div', { class: 'dag-scroll' }, svg));
   }
 
   // ------------------------------------------------------------------ page: stage
