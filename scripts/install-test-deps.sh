@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs besides Rust: Debian's Chromium (web UI tests), Java 17
 # and a Python virtualenv with spark-history-cli 1.5.0 and pyspark 4.3.0 (client and Spark
-# history server compatibility tests) and moto's S3 server 5.1.22 (tables on s3://).
+# history server compatibility tests), moto's S3 server 5.1.22 (tables on s3://) and
+# prometheus_client 0.21.1 (its parser checks /metrics).
 # Idempotent: does nothing when all are present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +29,11 @@ fi
 if ! ls "$VENV"/lib/python3*/site-packages/pyspark/bin/spark-class >/dev/null 2>&1; then
     echo "== installing pyspark 4.3.0 into $VENV (Spark's own history server)"
     "$VENV/bin/pip" install --quiet --disable-pip-version-check pyspark==4.3.0
+fi
+
+if ! "$VENV/bin/python" -c "import prometheus_client" >/dev/null 2>&1; then
+    echo "== installing prometheus_client 0.21.1 into $VENV (parses /metrics in tests)"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check prometheus_client==0.21.1
 fi
 
 if [ ! -x "$VENV/bin/moto_server" ]; then

@@ -387,6 +387,53 @@ fn a_query_over_the_memory_limit_fails_its_tasks_and_the_run_goes_on() {
     ] {
         assert!(plan.contains(name), "no {name} in\n{plan}");
     }
+    // Prometheus' own parser reads /metrics: the run's queries by status, its spilling
+    // (as much as its operators wrote), its executor's memory peaks
+    let (status, body) = http_get(port, "/metrics").unwrap();
+    assert_eq!(status, 200);
+    let samples = prometheus_samples(&body);
+    let sample = |name: &str, label: (&str, &str)| -> f64 {
+        samples
+            .iter()
+            .find(|s| s["name"] == name && s["labels"][label.0] == label.1)
+            .unwrap_or_else(|| panic!("no {name} {label:?} in {samples:#?}"))["value"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(sample("qprof_queries", ("status", "failed")), 1.0);
+    assert_eq!(sample("qprof_queries", ("status", "succeeded")), 1.0);
+    assert_eq!(sample("qprof_applications", ("status", "completed")), 1.0);
+    let written: i64 = queries
+        .iter()
+        .flat_map(|q| {
+            let mut nodes = vec![&q["plan"]];
+            let mut values = Vec::new();
+            while let Some(node) = nodes.pop() {
+                values.extend(node["metrics"]["spillWrittenBytes"]["value"].as_i64());
+                nodes.extend(node["children"].as_array().unwrap());
+            }
+            values
+        })
+        .sum();
+    // what the tasks spilled, as their ends logged it: the operators' spilling but for
+    // work of no task (a repartition's input side), which Spark's task metrics cannot hold
+    let logged: i64 = lines
+        .iter()
+        .filter(|e| e["Event"] == "SparkListenerTaskEnd")
+        .filter_map(|e| e["Task Metrics"]["Disk Bytes Spilled"].as_i64())
+        .sum();
+    assert!(logged > 0 && logged <= written, "{logged} of {written}");
+    assert_eq!(
+        sample("qprof_spilled_bytes_total", ("app", app)),
+        logged as f64
+    );
+    for metric in [
+        "JVMHeapMemory",
+        "OffHeapExecutionMemory",
+        "ProcessTreeJVMRSSMemory",
+    ] {
+        assert!(sample("qprof_executor_peak_memory_bytes", ("metric", metric)) > 0.0);
+    }
     // the web UI's page of the failed stage shows its failed tasks with their reason
     let stage = stages
         .as_array()
@@ -408,6 +455,33 @@ fn a_query_over_the_memory_limit_fails_its_tasks_and_the_run_goes_on() {
     );
     drop(server);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The samples of a Prometheus text exposition, as parsed by the Python client's own
+/// parser: name, labels and value of each.
+fn prometheus_samples(text: &[u8]) -> Vec<Value> {
+    let python = workspace().join("target/test-venv/bin/python");
+    let script = "import sys, json\n\
+        from prometheus_client.parser import text_string_to_metric_families\n\
+        out = [{'name': s.name, 'labels': s.labels, 'value': s.value}\n\
+               for f in text_string_to_metric_families(sys.stdin.read()) for s in f.samples]\n\
+        print(json.dumps(out))";
+    let mut child = Command::new(python)
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the test venv's python: run scripts/install-test-deps.sh first");
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), text).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the parser refused /metrics: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(text)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// The events of the one application logged in `events`, and whether it completed.
@@ -770,7 +844,12 @@ fn every_page_renders_in_headless_chromium() {
         }
         if page == "executors" {
             // a Rust executor's regions under their own names, with Spark's slots beside
-            for shown in ["Peak heap", "Peak execution", "heap (allocator in use)", "RSS"] {
+            for shown in [
+                "Peak heap",
+                "Peak execution",
+                "heap (allocator in use)",
+                "RSS",
+            ] {
                 assert!(html.contains(shown), "executors: no {shown}");
             }
             assert!(!html.contains("Peak JVM heap"), "executors: a JVM label");

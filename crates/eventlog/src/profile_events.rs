@@ -222,6 +222,8 @@ struct TaskFigures {
     shuffle_read_bytes: i64,
     output_rows: i64,
     output_bytes: i64,
+    /// Bytes the task's operators wrote to spill files.
+    spilled_bytes: i64,
 }
 
 fn task_value(node: &ProfileNode, metric: &str, task_id: u64) -> i64 {
@@ -242,11 +244,13 @@ fn task_figures(nodes: &NodeIndex<'_>, stage: &StageProfile, task: &TaskProfile)
         shuffle_read_bytes: 0,
         output_rows: task.value(names::OUTPUT_ROWS).unwrap_or(0),
         output_bytes: task.value(names::OUTPUT_BYTES).unwrap_or(0),
+        spilled_bytes: 0,
     };
     for id in &stage.node_ids {
         let Some(node) = nodes.get(id) else {
             continue;
         };
+        f.spilled_bytes += task_value(node, names::SPILL_WRITTEN_BYTES, task.task_id);
         let leaf = node.children.is_empty();
         let boundary = !leaf && node.children.iter().all(|c| c.stage_id != Some(stage.id));
         if leaf {
@@ -279,7 +283,7 @@ fn task_metrics(task: &TaskProfile, f: &TaskFigures, result_task: bool) -> Value
         "JVM GC Time": 0,
         "Result Serialization Time": 0,
         "Memory Bytes Spilled": 0,
-        "Disk Bytes Spilled": 0,
+        "Disk Bytes Spilled": f.spilled_bytes,
         "Shuffle Read Metrics": {
             "Remote Blocks Fetched": 0,
             "Local Blocks Fetched": 0,

@@ -21,6 +21,7 @@ use axum::routing::get;
 use serde_json::json;
 
 pub mod api;
+pub mod metrics;
 pub mod store;
 mod ui;
 
@@ -30,13 +31,15 @@ use api::{Answer, ApiError, Params};
 
 type Shared = Arc<LogStore>;
 
-/// The server's routes: `/api/v1/...`, `/qprof/v1/...`, and the web UI at `/`.
+/// The server's routes: `/api/v1/...`, `/qprof/v1/...`, Prometheus' `/metrics`, and the
+/// web UI at `/`.
 pub fn router(store: Shared) -> Router {
     Router::new()
         .route("/", get(ui::index))
         .route("/static/{file}", get(ui::asset))
         .route("/api/v1/{*path}", get(api_v1))
         .route("/qprof/v1/{*path}", get(qprof_v1))
+        .route("/metrics", get(prometheus))
         .fallback(not_found)
         .with_state(store)
 }
@@ -111,6 +114,21 @@ async fn qprof_v1(State(store): State<Shared>, Path(path): Path<String>) -> Resp
         api::qprof_v1(&store, &refs)
     })
     .await
+}
+
+async fn prometheus(State(store): State<Shared>) -> Response {
+    match tokio::task::spawn_blocking(move || metrics::exposition(&store)).await {
+        Ok(Ok(text)) => (
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Ok(Err(e)) => error_response(&e),
+        Err(e) => error_response(&ApiError::Internal(format!("request failed: {e}"))),
+    }
 }
 
 #[cfg(test)]

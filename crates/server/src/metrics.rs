@@ -1,0 +1,165 @@
+//! `/metrics`: the applications a history server holds, in Prometheus' text exposition
+//! format: how many there are, their executors' memory peaks, their queries by status and
+//! by duration, and what their tasks scanned and spilled.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use qprof_eventlog::spark::EXECUTOR_METRIC_NAMES;
+use qprof_eventlog::state::AppState;
+
+use crate::api::ApiError;
+use crate::store::LogStore;
+
+type Labels = Vec<(String, String)>;
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+        .collect()
+}
+
+/// The metrics of every application attempt in `store`, as Prometheus text.
+///
+/// # Errors
+/// The log directory cannot be listed.
+pub fn exposition(store: &LogStore) -> Result<String, ApiError> {
+    let apps = store.list().map_err(ApiError::Log)?;
+    let applications = Family::<Labels, Gauge>::default();
+    let peaks = Family::<Labels, Gauge>::default();
+    let queries = Family::<Labels, Gauge>::default();
+    let durations = Family::<Labels, Histogram>::new_with_constructor(|| {
+        // 1 ms to about 16 minutes
+        Histogram::new(exponential_buckets(0.001, 4.0, 11))
+    });
+    let scanned_bytes = Family::<Labels, Counter>::default();
+    let scanned_rows = Family::<Labels, Counter>::default();
+    let spilled_bytes = Family::<Labels, Counter>::default();
+    for app in &apps {
+        let status = if app.source.in_progress {
+            "running"
+        } else {
+            "completed"
+        };
+        applications
+            .get_or_create(&labels(&[("status", status)]))
+            .inc();
+        let Ok(replay) = store.replay(app) else {
+            continue;
+        };
+        let id = app.id().to_string();
+        let state = replay.state();
+        add_app(
+            &id,
+            state,
+            &peaks,
+            &queries,
+            &durations,
+            [&scanned_bytes, &scanned_rows, &spilled_bytes],
+        );
+    }
+    let mut registry = Registry::with_prefix("qprof");
+    registry.register(
+        "applications",
+        "Application attempts in the log directory, by status",
+        applications,
+    );
+    registry.register(
+        "executor_peak_memory_bytes",
+        "Peak of each executor memory metric over the executor's life (Spark's names)",
+        peaks,
+    );
+    registry.register(
+        "queries",
+        "SQL executions of an application, by status",
+        queries,
+    );
+    registry.register(
+        "query_duration_seconds",
+        "Duration of the finished SQL executions of an application",
+        durations,
+    );
+    registry.register(
+        "scanned_bytes",
+        "Bytes the tasks of an application read from storage",
+        scanned_bytes,
+    );
+    registry.register(
+        "scanned_rows",
+        "Rows the tasks of an application read from storage",
+        scanned_rows,
+    );
+    registry.register(
+        "spilled_bytes",
+        "Bytes the tasks of an application spilled to disk",
+        spilled_bytes,
+    );
+    let mut text = String::new();
+    encode(&mut text, &registry).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(text)
+}
+
+/// Adds one application's figures; `totals` are the scanned bytes, scanned rows and
+/// spilled bytes counters.
+fn add_app(
+    id: &str,
+    state: &AppState,
+    peaks: &Family<Labels, Gauge>,
+    queries: &Family<Labels, Gauge>,
+    durations: &Family<Labels, Histogram>,
+    totals: [&Family<Labels, Counter>; 3],
+) {
+    for executor in &state.executors {
+        let Some(values) = &executor.peaks else {
+            continue;
+        };
+        for (name, value) in EXECUTOR_METRIC_NAMES.iter().zip(values) {
+            if *value != 0 {
+                peaks
+                    .get_or_create(&labels(&[
+                        ("app", id),
+                        ("executor", &executor.id),
+                        ("metric", name),
+                    ]))
+                    .set(*value);
+            }
+        }
+    }
+    for execution in state.executions.values() {
+        let status = match (&execution.completion_time, &execution.error_message) {
+            (None, _) => "running",
+            (Some(_), Some(e)) if !e.is_empty() => "failed",
+            (Some(_), _) => "succeeded",
+        };
+        queries
+            .get_or_create(&labels(&[("app", id), ("status", status)]))
+            .inc();
+        if let Some(end) = execution.completion_time {
+            let seconds = (end - execution.submission_time).max(0) as f64 / 1000.0;
+            durations
+                .get_or_create(&labels(&[("app", id)]))
+                .observe(seconds);
+        }
+    }
+    let [bytes, rows, spilled] = totals;
+    let app = labels(&[("app", id)]);
+    let metrics = state
+        .stages
+        .values()
+        .flat_map(|s| s.tasks.values())
+        .filter_map(|t| t.metrics.as_ref());
+    for m in metrics {
+        let add = |family: &Family<Labels, Counter>, v: i64| {
+            family
+                .get_or_create(&app)
+                .inc_by(u64::try_from(v).unwrap_or(0));
+        };
+        add(bytes, m.input_bytes);
+        add(rows, m.input_records);
+        add(spilled, m.disk_bytes_spilled);
+    }
+}
