@@ -191,13 +191,14 @@ fn stage_info(
 /// `JVMHeapMemory`'s slot, execution (pool) and storage (cache) memory off-heap, their sum
 /// as unified memory, file-backed resident memory as the mapped pool, and the process's
 /// resident and virtual size as its process tree's. Slots a Rust process has nothing for
-/// (on-heap regions, the JVM's non-heap and direct pools, garbage collection) are 0.
+/// (on-heap regions, the JVM's non-heap and direct pools, garbage collection) are 0, and
+/// zeros are left out: Spark reads a missing metric as 0, and the log stays small.
 fn executor_metrics(memory: &MemorySample) -> Value {
     let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     Value::Object(
         EXECUTOR_METRIC_NAMES
             .iter()
-            .map(|n| {
+            .filter_map(|n| {
                 let v = match *n {
                     "JVMHeapMemory" => memory.heap_bytes,
                     "OffHeapExecutionMemory" => memory.execution_bytes,
@@ -208,7 +209,7 @@ fn executor_metrics(memory: &MemorySample) -> Value {
                     "ProcessTreeJVMRSSMemory" => memory.rss_bytes,
                     _ => 0,
                 };
-                (n.to_string(), json!(clamp(v)))
+                (v != 0).then(|| (n.to_string(), json!(clamp(v))))
             })
             .collect(),
     )
