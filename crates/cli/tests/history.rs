@@ -842,6 +842,20 @@ fn every_page_renders_in_headless_chromium() {
                 "query: no memory chart"
             );
         }
+        if page == "stage" {
+            // the stage's executors with their memory peaks, by the Rust names
+            assert!(
+                html.contains("id=\"stage-executors\"")
+                    && html.contains("stage-executor-row")
+                    && html.contains("Peak heap"),
+                "stage: no executors with their peaks"
+            );
+            assert!(
+                html.contains("id=\"executor-quantiles\"")
+                    && html.contains("heap (allocator in use)"),
+                "stage: no executor-metric quantiles"
+            );
+        }
         if page == "executors" {
             // a Rust executor's regions under their own names, with Spark's slots beside
             for shown in [

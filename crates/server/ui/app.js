@@ -1252,12 +1252,13 @@
   async function pageStage(route) {
     const { app, id, attempt } = route;
     const base = `/stages/${enc(id)}/${enc(attempt)}`;
-    const [info, st, sumR, jobs, sqls] = await Promise.all([
+    const [info, st, sumR, jobs, sqls, env] = await Promise.all([
       optional(getJson(appUrl(app))),
-      getJson(appUrl(app, `${base}?details=true`)),
+      getJson(appUrl(app, `${base}?details=true&withSummaries=true`)),
       settle(getJson(appUrl(app, `${base}/taskSummary?quantiles=0.0,0.25,0.5,0.75,1.0`))),
       optional(getJson(appUrl(app, '/jobs'))),
       optional(getJson(appUrl(app, '/sql?details=false&planDescription=false&length=1000'))),
+      optional(getJson(appUrl(app, '/environment'))),
     ]);
     const stageId = st.stageId != null ? st.stageId : id;
     const attemptId = st.attemptId != null ? st.attemptId : attempt;
@@ -1315,6 +1316,35 @@
         td(err ? h('details', { class: 'err' }, h('summary', null, firstLine(err)), h('pre', null, err)) : '', 'error-cell'));
     });
 
+    // The stage's work by executor, with each executor's memory peaks while it ran.
+    const rust = isRustApp(env);
+    const peakCols = (rust ? RUST_PEAK_METRICS : PEAK_METRICS);
+    const execEntries = Object.entries(st.executorSummary || {}).sort(([a], [b]) => a.localeCompare(b));
+    const execRows = execEntries.map(([eid, e]) => {
+      const pm = e.peakMemoryMetrics || {};
+      return h('tr', { class: 'stage-executor-row', 'data-executor-id': eid },
+        td(h('span', { class: 'mono' }, eid)),
+        td(`${fmtInt(e.succeededTasks || 0)} / ${fmtInt(e.failedTasks || 0)}`, 'num'),
+        td(fmtMs(e.taskTime), 'num'),
+        td(fmtBytes(e.inputBytes), 'num'),
+        td(fmtBytes(e.diskBytesSpilled), 'num'),
+        peakCols.map(([k]) => td(isNum(pm[k]) ? fmtBytes(pm[k]) : DASH, 'num')));
+    });
+    const dist = (st.executorMetricsDistributions || {});
+    const distPeaks = dist.peakMemoryMetrics || {};
+    const distRows = Object.entries(distPeaks).filter(([, vs]) => Array.isArray(vs) && vs.some((v) => v))
+      .map(([k, vs]) => h('tr', { class: 'executor-quantile-row', 'data-metric': k },
+        td(rust && RUST_REGIONS[k] ? [RUST_REGIONS[k], h('div', { class: 'muted small mono' }, k)] : k, rust ? null : 'mono'),
+        vs.map((v) => td(fmtBytes(v), 'num'))));
+    const execCard = execRows.length ? card('Executors', { id: 'stage-executors' },
+      table({ class: 'data compact' },
+        ['Executor', ['Tasks done / failed', 'num'], ['Task time', 'num'], ['Input', 'num'], ['Spill (disk)', 'num'],
+          ...peakCols.map(([k, label]) => [label, 'num', k])], execRows),
+      distRows.length ? h('div', { class: 'table-wrap' }, h('table', { class: 'data compact', id: 'executor-quantiles' },
+        h('thead', null, h('tr', null, h('th', null, 'Peak memory across executors'),
+          (dist.quantiles || []).map((q) => h('th', { class: 'num' }, Q_LABEL(q))))),
+        h('tbody', null, distRows))) : null) : null;
+
     const title = `Stage ${stageId}.${attemptId}`;
     return {
       title,
@@ -1326,6 +1356,7 @@
         card('Summary', { id: 'stage-summary' }, summary,
           st.details ? h('details', { class: 'stack' }, h('summary', null, 'Call site'), h('pre', null, st.details)) : null),
         card('Task metrics', { id: 'task-metrics' }, quantiles),
+        execCard,
         card(`Tasks (${tasks.length})`, { id: 'tasks' }, table({ id: 'tasks-table' },
           [['Task', 'num'], ['Index', 'num'], ['Attempt', 'num'], 'Status', 'Executor', 'Launched',
             ['Duration', 'num'], ['CPU time', 'num'], ['GC time', 'num'], ['Peak exec. memory', 'num'], 'Error'],
