@@ -41,6 +41,15 @@ pub(crate) struct LogOptions {
     /// Write no event log.
     #[arg(long, conflicts_with_all = ["event_log_dir", "event_log_compress"])]
     pub no_event_log: bool,
+    /// Serve this run's web UI, Spark's REST API and /metrics while it runs, at ADDR
+    /// (default 127.0.0.1:4040, as Spark's driver UI): finished queries from its event log,
+    /// running ones and the memory now from the run itself.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:4040",
+          conflicts_with = "no_event_log")]
+    pub ui: Option<String>,
+    /// Keep serving the UI after the run ends, until interrupted (Ctrl-C).
+    #[arg(long, requires = "ui")]
+    pub ui_keep: bool,
 }
 
 #[derive(Debug, Args)]

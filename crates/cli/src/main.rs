@@ -4,6 +4,7 @@
 mod bench;
 mod cli;
 mod data;
+mod live;
 mod run;
 mod serve;
 

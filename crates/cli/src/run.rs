@@ -28,6 +28,7 @@ use crate::cli::{
     ExecOptions, FunctionTracking, LogOptions, QueryList, RunArgs, SqlArgs, check_dir, data_dir,
 };
 use crate::data::{register_s3, register_tables, split_statements};
+use crate::live::LiveUi;
 
 /// The session configuration qprof runs with (and benchmarks against).
 ///
@@ -147,6 +148,7 @@ pub(crate) async fn run_tpch(args: RunArgs) -> Result<()> {
         .context("cannot register TPC-H tables")?;
     let queries = QueryList::or_all(args.queries.as_ref());
     let log = keep_event_log(&args.exec.log, &session)?;
+    let ui = start_ui(&args.exec.log, &session).await?;
     let outcome = async {
         let mut profiles = Vec::with_capacity(queries.len());
         let mut failures = Failures::default();
@@ -174,7 +176,11 @@ pub(crate) async fn run_tpch(args: RunArgs) -> Result<()> {
         failures.into_result()
     }
     .await;
-    end_run(&session, log.as_deref(), outcome).await
+    let ended = end_run(&session, log.as_deref(), outcome).await;
+    if let Some(ui) = ui {
+        ui.finish(args.exec.log.ui_keep).await;
+    }
+    ended
 }
 
 pub(crate) async fn run_sql(args: SqlArgs) -> Result<()> {
@@ -194,6 +200,7 @@ pub(crate) async fn run_sql(args: SqlArgs) -> Result<()> {
     )?;
     register_tables(session.context(), &args.tables, args.format).await?;
     let log = keep_event_log(&args.exec.log, &session)?;
+    let ui = start_ui(&args.exec.log, &session).await?;
     let outcome = async {
         let mut profiles = Vec::new();
         let mut failures = Failures::default();
@@ -229,7 +236,11 @@ pub(crate) async fn run_sql(args: SqlArgs) -> Result<()> {
         failures.into_result()
     }
     .await;
-    end_run(&session, log.as_deref(), outcome).await
+    let ended = end_run(&session, log.as_deref(), outcome).await;
+    if let Some(ui) = ui {
+        ui.finish(args.exec.log.ui_keep).await;
+    }
+    ended
 }
 
 /// The queries of a run that failed. A failure is shown on one line as it happens and the
@@ -344,6 +355,16 @@ fn keep_event_log(
             )
         })?;
     Ok(Some(listener))
+}
+
+/// Starts the run's live UI if `--ui` asks for it.
+async fn start_ui(options: &LogOptions, session: &ProfilingSession) -> Result<Option<LiveUi>> {
+    match &options.ui {
+        Some(address) => Ok(Some(
+            LiveUi::start(session.profiler().clone(), &options.event_log_dir, address).await?,
+        )),
+        None => Ok(None),
+    }
 }
 
 /// Fails if a listener (the event log) could not handle the last events.

@@ -457,6 +457,87 @@ fn a_query_over_the_memory_limit_fails_its_tasks_and_the_run_goes_on() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+#[test]
+fn a_run_serves_its_live_ui_while_its_query_runs() {
+    let dir = temp_dir("live");
+    let events = dir.join("events");
+    // about 3.6 G row pairs: seconds of work in one query
+    let mut child = qprof()
+        .args([
+            "sql",
+            "SELECT count(*) AS n FROM generate_series(1, 60000) AS a(x) \
+             CROSS JOIN generate_series(1, 60000) AS b(y) WHERE (x + y) % 7 = 3",
+            "--top",
+            "0",
+            "--ui",
+            "127.0.0.1:0",
+            "--event-log-dir",
+        ])
+        .arg(&events)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .trim_end_matches('/')
+        .to_string();
+    let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
+    let json = |path: &str| -> Value {
+        let (status, body) = http_get(port, path).unwrap_or_else(|| panic!("no answer for {path}"));
+        assert_eq!(status, 200, "{path}: {}", String::from_utf8_lossy(&body));
+        serde_json::from_slice(&body).unwrap()
+    };
+    // the running query, its progress and the memory now
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let live = loop {
+        let live = json("/qprof/v1/live");
+        if live["running"].as_array().is_some_and(|r| !r.is_empty()) {
+            break live;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no running query: {live}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let query = &live["running"][0];
+    assert!(query["sql"].as_str().unwrap().contains("CROSS JOIN"));
+    assert!(query["tasks"].as_u64().unwrap() > 0, "{live}");
+    assert!(live["memory"]["rssBytes"].as_u64().unwrap() > 0, "{live}");
+    assert!(live["memory"]["heapBytes"].as_u64().unwrap() > 0, "{live}");
+    // the application, running, and its page with the running query
+    let apps = json("/api/v1/applications");
+    let app = apps[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(apps[0]["attempts"][0]["completed"], false);
+    let dom = chromium(&["--dump-dom"], &format!("{url}/#/app/{app}"));
+    let html = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        html.contains("id=\"live\"") && html.contains("live-query-row"),
+        "no running query on the application's page:\n{html}"
+    );
+    let (status, _) = http_get(port, "/metrics").unwrap();
+    assert_eq!(status, 200);
+    // the run ends, and its UI with it; the log replays the query
+    assert!(child.wait().unwrap().success());
+    assert!(
+        http_get(port, "/api/v1/applications").is_none(),
+        "still serving"
+    );
+    let server = Server::start(&events);
+    let sqls: Value =
+        serde_json::from_str(&shc_ok(&server, &["--json", "-a", &app, "sql"])).unwrap();
+    assert_eq!(sqls.as_array().unwrap().len(), 1);
+    assert_eq!(sqls[0]["status"], "COMPLETED");
+    drop(server);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// The samples of a Prometheus text exposition, as parsed by the Python client's own
 /// parser: name, labels and value of each.
 fn prometheus_samples(text: &[u8]) -> Vec<Value> {

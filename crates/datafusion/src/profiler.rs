@@ -53,6 +53,7 @@ use crate::read_cache::ReadCache;
 use crate::rule::ProfilingRule;
 use crate::spawn::install_spawn_attribution;
 use crate::spill::counting_disk_manager;
+use qprof_core::executor_memory::MemorySample;
 
 /// Errors of running a profiled query.
 #[derive(Debug, thiserror::Error)]
@@ -395,6 +396,11 @@ impl Profiler {
             )
         };
         Some(collect_profile(&plan, info, &RunIds::default()))
+    }
+
+    /// The executor's memory now, by region (also kept among its samples).
+    pub fn memory_now(&self) -> MemorySample {
+        self.shared.memory.sample()
     }
 
     fn running(&self) -> std::sync::MutexGuard<'_, Vec<RunningQuery>> {

@@ -31,6 +31,30 @@ use api::{Answer, ApiError, Params};
 
 type Shared = Arc<LogStore>;
 
+/// What a running application tells about itself beyond its log: the queries running now
+/// and the executor's memory now. Its owner computes it; the server only serves it.
+pub trait LiveSource: Send + Sync + std::fmt::Debug {
+    /// The live state as JSON: `{"running": [...], "memory": {...}}`.
+    fn live(&self) -> serde_json::Value;
+}
+
+/// The routes of [`router`] plus `/qprof/v1/live`, answered by `live`: the UI of an
+/// application while it runs (its log, in progress, is `store`'s).
+pub fn live_router(store: Shared, live: Arc<dyn LiveSource>) -> Router {
+    let answer = move || {
+        let live = Arc::clone(&live);
+        async move {
+            match tokio::task::spawn_blocking(move || live.live()).await {
+                Ok(value) => axum::Json(value).into_response(),
+                Err(e) => error_response(&ApiError::Internal(format!("request failed: {e}"))),
+            }
+        }
+    };
+    Router::new()
+        .route("/qprof/v1/live", get(answer))
+        .merge(router(store))
+}
+
 /// The server's routes: `/api/v1/...`, `/qprof/v1/...`, Prometheus' `/metrics`, and the
 /// web UI at `/`.
 pub fn router(store: Shared) -> Router {

@@ -353,11 +353,12 @@
 
   async function pageApp(route) {
     const app = route.app;
-    const [info, sqls, stages, jobs] = await Promise.all([
+    const [info, sqls, stages, jobs, live] = await Promise.all([
       getJson(appUrl(app)),
       getJson(appUrl(app, '/sql?details=false&planDescription=false&length=1000')),
       getJson(appUrl(app, '/stages')),
       optional(getJson(appUrl(app, '/jobs'))),
+      optional(getJson(LIVE_URL)),
     ]);
     const jobsById = new Map((jobs || []).map((j) => [j.jobId, j]));
     const at = (info.attempts && info.attempts[0]) || {};
@@ -401,12 +402,53 @@
           link(appHref(app, '/stages'), 'Stages', { class: 'button', id: 'stages-link' }),
         ]),
         card(null, { class: 'card summary-card' }, summary),
+        live ? liveCard(live) : null,
         card('Queries', { id: 'queries' }, table({ id: 'sql-table' },
           [['ID', 'num'], 'Status', 'Description', 'Submitted', ['Duration', 'num'], 'Job IDs'],
           sqlRows, 'No SQL executions in this application')),
         card('Stages', { id: 'stages' }, stagesTable(app, stages)),
       ],
     };
+  }
+
+  // ------------------------------------------------------------------ live (a run's own UI)
+
+  // Served only by a run's live UI (`qprof run --ui`): its running queries and memory now.
+  const LIVE_URL = '/qprof/v1/live';
+
+  function liveContent(live) {
+    const m = live.memory || {};
+    const rows = (live.running || []).map((q) => h('tr', { class: 'live-query-row', 'data-query-id': q.id },
+      td(h('span', { class: 'mono' }, String(q.id)), 'num'),
+      td(firstLine(q.sql), 'desc-cell', q.sql),
+      td(fmtMs(q.elapsedMillis), 'num'),
+      td(`${fmtInt(q.tasksFinished)} / ${fmtInt(q.tasks)}`, 'num'),
+      td(fmtInt(q.rowsScanned), 'num'),
+      td(fmtBytes(q.bytesRead), 'num')));
+    return [
+      facts([
+        ['Heap', fmtBytes(m.heapBytes)],
+        ['Execution', fmtBytes(m.executionBytes)],
+        ['Storage', fmtBytes(m.storageBytes)],
+        ['RSS', fmtBytes(m.rssBytes)],
+      ]),
+      table({ id: 'live-table' }, [['Query', 'num'], 'SQL', ['Running for', 'num'], ['Tasks done', 'num'],
+        ['Rows scanned', 'num'], ['Bytes read', 'num']], rows, 'No query running'),
+    ];
+  }
+
+  // A card that refreshes itself every second while it is on the page.
+  function liveCard(live) {
+    const el = card('Running now', { id: 'live' }, ...liveContent(live));
+    const timer = setInterval(async () => {
+      if (!document.body.contains(el)) {
+        clearInterval(timer);
+        return;
+      }
+      const next = await optional(getJson(LIVE_URL));
+      if (next) el.replaceChildren(h('h2', null, 'Running now'), ...liveContent(next));
+    }, 1000);
+    return el;
   }
 
   // ------------------------------------------------------------------ heat (self time per operator)
