@@ -22,9 +22,8 @@ struct RunLive {
     profiler: Profiler,
 }
 
-/// `{"id", "sql", "elapsedMillis", "rowsScanned", "bytesRead", "stages", "tasks",
-/// "tasksFinished"}` of a running query's snapshot.
-fn running_query(profile: &QueryProfile) -> Value {
+/// Rows a (running) query's scans produced so far, and bytes it read.
+pub(crate) fn scan_progress(profile: &QueryProfile) -> (i64, i64) {
     let scans = || profile.plan.iter().filter(|n| n.name == "DataSourceExec");
     let rows: i64 = scans().filter_map(|n| n.value(names::OUTPUT_ROWS)).sum();
     let bytes: i64 = profile
@@ -32,6 +31,13 @@ fn running_query(profile: &QueryProfile) -> Value {
         .iter()
         .filter_map(|n| n.value(names::READ_BYTES))
         .sum();
+    (rows, bytes)
+}
+
+/// `{"id", "sql", "elapsedMillis", "rowsScanned", "bytesRead", "stages", "tasks",
+/// "tasksFinished"}` of a running query's snapshot.
+fn running_query(profile: &QueryProfile) -> Value {
+    let (rows, bytes) = scan_progress(profile);
     let tasks = || profile.stages.iter().flat_map(|s| &s.tasks);
     json!({
         "id": profile.id,

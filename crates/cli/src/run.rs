@@ -10,7 +10,7 @@ use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::SessionConfig;
 use indicatif::{ProgressBar, ProgressStyle};
 use qprof_core::format;
-use qprof_core::profile::{QueryProfile, names};
+use qprof_core::profile::QueryProfile;
 use qprof_datafusion::options::{
     ADAPTIVE_CPU_SAMPLING, ADAPTIVE_MAX_OVERHEAD_PCT, QprofOptions, TRACK_CPU_USAGE,
     TRACK_CPU_USAGE_FOR_FUNCTIONS,
@@ -28,7 +28,7 @@ use crate::cli::{
     ExecOptions, FunctionTracking, LogOptions, QueryList, RunArgs, SqlArgs, check_dir, data_dir,
 };
 use crate::data::{register_s3, register_tables, split_statements};
-use crate::live::LiveUi;
+use crate::live::{LiveUi, scan_progress};
 
 /// The session configuration qprof runs with (and benchmarks against).
 ///
@@ -308,13 +308,7 @@ async fn with_progress<T>(
 
 /// `q3  2.1 s  rows scanned 1,234,567  read 120.5 MiB (57.3 MiB/s)`.
 fn progress_line(label: &str, profile: &QueryProfile, elapsed: Duration) -> String {
-    let scans = || profile.plan.iter().filter(|n| n.name == "DataSourceExec");
-    let rows: i64 = scans().filter_map(|n| n.value(names::OUTPUT_ROWS)).sum();
-    let bytes: i64 = profile
-        .plan
-        .iter()
-        .filter_map(|n| n.value(names::READ_BYTES))
-        .sum();
+    let (rows, bytes) = scan_progress(profile);
     let rate = bytes as f64 / elapsed.as_secs_f64().max(1e-3);
     format!(
         "{label}  {:.1} s  rows scanned {}  read {} ({}/s)",

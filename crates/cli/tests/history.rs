@@ -43,18 +43,20 @@ impl Server {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let url = line
-            .split_whitespace()
-            .find(|w| w.starts_with("http://"))
-            .unwrap_or_else(|| panic!("no address in {line:?}"))
-            .trim_end_matches('/')
-            .to_string();
+        let url = first_address(&mut BufReader::new(child.stdout.take().unwrap()));
         Server { child, url }
     }
+}
+
+/// The `http://` address on the first line `out` prints, without its trailing slash.
+fn first_address(out: &mut impl BufRead) -> String {
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    line.split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .trim_end_matches('/')
+        .to_string()
 }
 
 impl Drop for Server {
@@ -478,15 +480,7 @@ fn a_run_serves_its_live_ui_while_its_query_runs() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .trim_end_matches('/')
-        .to_string();
+    let url = first_address(&mut BufReader::new(child.stderr.take().unwrap()));
     let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
     let json = |path: &str| -> Value {
         let (status, body) = http_get(port, path).unwrap_or_else(|| panic!("no answer for {path}"));
