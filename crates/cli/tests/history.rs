@@ -463,12 +463,13 @@ fn a_query_over_the_memory_limit_fails_its_tasks_and_the_run_goes_on() {
 fn a_run_serves_its_live_ui_while_its_query_runs() {
     let dir = temp_dir("live");
     let events = dir.join("events");
-    // about 3.6 G row pairs: seconds of work in one query
+    // 10 G row pairs: tens of seconds of work in one query, so that it still runs while a
+    // browser starts on a loaded machine
     let mut child = qprof()
         .args([
             "sql",
-            "SELECT count(*) AS n FROM generate_series(1, 60000) AS a(x) \
-             CROSS JOIN generate_series(1, 60000) AS b(y) WHERE (x + y) % 7 = 3",
+            "SELECT count(*) AS n FROM generate_series(1, 100000) AS a(x) \
+             CROSS JOIN generate_series(1, 100000) AS b(y) WHERE (x + y) % 7 = 3",
             "--top",
             "0",
             "--ui",
@@ -515,8 +516,37 @@ fn a_run_serves_its_live_ui_while_its_query_runs() {
         html.contains("id=\"live\"") && html.contains("live-query-row"),
         "no running query on the application's page:\n{html}"
     );
-    let (status, _) = http_get(port, "/metrics").unwrap();
-    assert_eq!(status, 200);
+    // its /metrics adds live gauges, which move while the query runs
+    let live_gauges = || {
+        let (status, body) = http_get(port, "/metrics").unwrap();
+        assert_eq!(status, 200);
+        let samples = prometheus_samples(&body);
+        let value = |name: &str| {
+            samples
+                .iter()
+                .find(|s| s["name"] == name)
+                .unwrap_or_else(|| panic!("no {name} in {samples:#?}"))["value"]
+                .as_f64()
+                .unwrap()
+        };
+        let rss = samples
+            .iter()
+            .find(|s| s["name"] == "qprof_live_memory_bytes" && s["labels"]["region"] == "rss")
+            .expect("the memory now")["value"]
+            .as_f64()
+            .unwrap();
+        (
+            value("qprof_live_running_queries"),
+            value("qprof_live_query_elapsed_seconds"),
+            rss,
+        )
+    };
+    let (running, elapsed, rss) = live_gauges();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (running_later, elapsed_later, _) = live_gauges();
+    assert_eq!((running, running_later), (1.0, 1.0));
+    assert!(rss > 0.0);
+    assert!(elapsed_later > elapsed, "{elapsed} then {elapsed_later}");
     // the run ends, and its UI with it; the log replays the query
     assert!(child.wait().unwrap().success());
     assert!(

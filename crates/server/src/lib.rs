@@ -39,33 +39,45 @@ pub trait LiveSource: Send + Sync + std::fmt::Debug {
 }
 
 /// The routes of [`router`] plus `/qprof/v1/live`, answered by `live`: the UI of an
-/// application while it runs (its log, in progress, is `store`'s).
+/// application while it runs (its log, in progress, is `store`'s). Its `/metrics` adds the
+/// live gauges (running queries, their progress, the memory now).
 pub fn live_router(store: Shared, live: Arc<dyn LiveSource>) -> Router {
-    let answer = move || {
+    let answer = {
         let live = Arc::clone(&live);
-        async move {
-            match tokio::task::spawn_blocking(move || live.live()).await {
-                Ok(value) => axum::Json(value).into_response(),
-                Err(e) => error_response(&ApiError::Internal(format!("request failed: {e}"))),
+        move || {
+            let live = Arc::clone(&live);
+            async move {
+                match tokio::task::spawn_blocking(move || live.live()).await {
+                    Ok(value) => axum::Json(value).into_response(),
+                    Err(e) => error_response(&ApiError::Internal(format!("request failed: {e}"))),
+                }
             }
         }
     };
-    Router::new()
+    routes(Some(live))
         .route("/qprof/v1/live", get(answer))
-        .merge(router(store))
+        .fallback(not_found)
+        .with_state(store)
 }
 
 /// The server's routes: `/api/v1/...`, `/qprof/v1/...`, Prometheus' `/metrics`, and the
 /// web UI at `/`.
 pub fn router(store: Shared) -> Router {
+    routes(None).fallback(not_found).with_state(store)
+}
+
+/// The routes both servers have; `/metrics` adds `live`'s gauges when there is one.
+fn routes(live: Option<Arc<dyn LiveSource>>) -> Router<Shared> {
+    let metrics = move |State(store): State<Shared>| {
+        let live = live.clone();
+        async move { prometheus(store, live).await }
+    };
     Router::new()
         .route("/", get(ui::index))
         .route("/static/{file}", get(ui::asset))
         .route("/api/v1/{*path}", get(api_v1))
         .route("/qprof/v1/{*path}", get(qprof_v1))
-        .route("/metrics", get(prometheus))
-        .fallback(not_found)
-        .with_state(store)
+        .route("/metrics", get(metrics))
 }
 
 async fn not_found() -> Response {
@@ -140,8 +152,12 @@ async fn qprof_v1(State(store): State<Shared>, Path(path): Path<String>) -> Resp
     .await
 }
 
-async fn prometheus(State(store): State<Shared>) -> Response {
-    match tokio::task::spawn_blocking(move || metrics::exposition(&store)).await {
+async fn prometheus(store: Shared, live: Option<Arc<dyn LiveSource>>) -> Response {
+    let exposition = move || {
+        let live = live.map(|l| l.live());
+        metrics::exposition(&store, live.as_ref())
+    };
+    match tokio::task::spawn_blocking(exposition).await {
         Ok(Ok(text)) => (
             [(
                 header::CONTENT_TYPE,

@@ -10,6 +10,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use qprof_eventlog::spark::EXECUTOR_METRIC_NAMES;
 use qprof_eventlog::state::AppState;
+use serde_json::Value;
+use std::sync::atomic::AtomicU64;
 
 use crate::api::ApiError;
 use crate::store::LogStore;
@@ -23,11 +25,12 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
         .collect()
 }
 
-/// The metrics of every application attempt in `store`, as Prometheus text.
+/// The metrics of every application attempt in `store`, and, for a running application's
+/// own server, the gauges of its `live` state ([`crate::LiveSource`]), as Prometheus text.
 ///
 /// # Errors
 /// The log directory cannot be listed.
-pub fn exposition(store: &LogStore) -> Result<String, ApiError> {
+pub fn exposition(store: &LogStore, live: Option<&Value>) -> Result<String, ApiError> {
     let apps = store.list().map_err(ApiError::Log)?;
     let applications = Family::<Labels, Gauge>::default();
     let peaks = Family::<Labels, Gauge>::default();
@@ -98,6 +101,9 @@ pub fn exposition(store: &LogStore) -> Result<String, ApiError> {
         "Bytes the tasks of an application spilled to disk",
         spilled_bytes,
     );
+    if let Some(live) = live {
+        register_live(&mut registry, live);
+    }
     let mut text = String::new();
     encode(&mut text, &registry).map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(text)
@@ -162,4 +168,62 @@ fn add_app(
         add(rows, m.input_records);
         add(spilled, m.disk_bytes_spilled);
     }
+}
+
+/// The gauges of a running application: its running queries and their progress, and the
+/// executor's memory now by region.
+fn register_live(registry: &mut Registry, live: &Value) {
+    let running = live["running"].as_array().cloned().unwrap_or_default();
+    let queries = Gauge::<i64>::default();
+    queries.set(i64::try_from(running.len()).unwrap_or(i64::MAX));
+    registry.register("live_running_queries", "Queries running now", queries);
+    // one gauge per running query of `key`'s value, times `scale`
+    let progress = |key: &str, scale: f64| {
+        let family = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+        for q in &running {
+            let id = q["id"].to_string();
+            let value = q[key].as_f64().unwrap_or(0.0) * scale;
+            family.get_or_create(&labels(&[("query", &id)])).set(value);
+        }
+        family
+    };
+    registry.register(
+        "live_query_elapsed_seconds",
+        "How long each running query has run",
+        progress("elapsedMillis", 1e-3),
+    );
+    registry.register(
+        "live_query_tasks_finished",
+        "Tasks each running query has finished",
+        progress("tasksFinished", 1.0),
+    );
+    registry.register(
+        "live_query_rows_scanned",
+        "Rows each running query's scans have produced",
+        progress("rowsScanned", 1.0),
+    );
+    registry.register(
+        "live_query_bytes_read",
+        "Bytes each running query has read from storage",
+        progress("bytesRead", 1.0),
+    );
+    let memory = Family::<Labels, Gauge>::default();
+    for (region, key) in [
+        ("heap", "heapBytes"),
+        ("execution", "executionBytes"),
+        ("storage", "storageBytes"),
+        ("file_mapped", "fileMappedBytes"),
+        ("rss", "rssBytes"),
+        ("virtual", "virtualBytes"),
+    ] {
+        let value = live["memory"][key].as_i64().unwrap_or(0);
+        memory
+            .get_or_create(&labels(&[("region", region)]))
+            .set(value);
+    }
+    registry.register(
+        "live_memory_bytes",
+        "The executor's memory now, by region",
+        memory,
+    );
 }
