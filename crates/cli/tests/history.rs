@@ -21,8 +21,15 @@ fn workspace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// A fresh directory, unique to this call: tests run on parallel threads, and two Chromiums
+/// given one profile directory hand their page to each other and print nothing.
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("qprof-history-{name}-{}", std::process::id()));
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!(
+        "qprof-history-{name}-{}-{call}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -708,6 +715,12 @@ fn chromium(args: &[&str], url: &str) -> std::process::Output {
         .output()
         .expect("chromium is missing: run scripts/install-test-deps.sh first");
     let _ = std::fs::remove_dir_all(&profile);
+    assert!(
+        out.status.success(),
+        "chromium failed on {url} ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     out
 }
 
