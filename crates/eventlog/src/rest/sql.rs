@@ -1,0 +1,297 @@
+//! SQL executions: Spark's plan graph, `/sql`, `/sql/{id}`, and qprof's profile.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value, json};
+
+use super::{RestError, RestResult, put_opt};
+
+use crate::spark::format_date;
+use crate::state::{AppState, Execution};
+
+/// A node of Spark's SQL plan graph.
+#[derive(Debug, Clone)]
+pub struct GraphNode {
+    /// Node id (pre-order, wrappers skipped).
+    pub id: i64,
+    /// Operator name.
+    pub name: String,
+    /// One-line description.
+    pub desc: String,
+    /// Declared metrics: (display name, accumulator id).
+    pub metrics: Vec<(String, i64)>,
+    /// Whole-stage-codegen cluster id of the cluster holding this node.
+    pub codegen_id: Option<i64>,
+}
+
+/// Spark's `SparkPlanGraph` of a plan tree: nodes and child→parent edges.
+pub fn plan_graph(plan: &Value) -> (Vec<GraphNode>, Vec<(i64, i64)>) {
+    struct Builder<'a> {
+        next: i64,
+        nodes: Vec<GraphNode>,
+        edges: Vec<(i64, i64)>,
+        exchanges: Vec<(&'a Value, i64)>,
+    }
+    fn children(v: &Value) -> &[Value] {
+        v.get("children")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+    fn metrics(v: &Value) -> Vec<(String, i64)> {
+        v.get("metrics")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|m| {
+                Some((
+                    m.get("name")?.as_str()?.trim().to_string(),
+                    m.get("accumulatorId")?.as_i64()?,
+                ))
+            })
+            .collect()
+    }
+    impl<'a> Builder<'a> {
+        fn exchange(&self, v: &Value) -> Option<i64> {
+            self.exchanges
+                .iter()
+                .find(|(p, _)| *p == v)
+                .map(|(_, id)| *id)
+        }
+        fn visit(&mut self, v: &'a Value, parent: Option<i64>, cluster: Option<i64>) {
+            let name = v.get("nodeName").and_then(Value::as_str).unwrap_or("");
+            let desc = v.get("simpleString").and_then(Value::as_str).unwrap_or("");
+            let first = children(v).first();
+            if name.starts_with("WholeStageCodegen") {
+                let id = self.next;
+                self.next += 1;
+                self.nodes.push(GraphNode {
+                    id,
+                    name: name.trim().to_string(),
+                    desc: desc.to_string(),
+                    metrics: metrics(v),
+                    codegen_id: None,
+                });
+                let codegen = name
+                    .trim()
+                    .trim_start_matches("WholeStageCodegen")
+                    .trim()
+                    .trim_matches(|c| c == '(' || c == ')')
+                    .parse()
+                    .ok();
+                if let Some(child) = first {
+                    self.visit(child, parent, codegen);
+                }
+                return;
+            }
+            match name {
+                "InputAdapter" => {
+                    if let Some(child) = first {
+                        self.visit(child, parent, None);
+                    }
+                }
+                "BroadcastQueryStage"
+                | "ShuffleQueryStage"
+                | "ResultQueryStage"
+                | "TableCacheQueryStage" => {
+                    let Some(child) = first else { return };
+                    match (self.exchange(child), parent) {
+                        (Some(id), Some(p)) => self.edges.push((id, p)),
+                        _ => self.visit(child, parent, None),
+                    }
+                }
+                "ReusedExchange" if first.and_then(|c| self.exchange(c)).is_some() => {
+                    if let (Some(id), Some(p)) = (first.and_then(|c| self.exchange(c)), parent) {
+                        self.edges.push((id, p));
+                    }
+                }
+                "ReusedSubquery" => {
+                    if let Some(child) = first {
+                        self.visit(child, parent, cluster);
+                    }
+                }
+                _ => {
+                    let is_subquery = name == "Subquery" || name == "SubqueryBroadcast";
+                    if is_subquery && let Some(id) = self.exchange(v) {
+                        if let Some(p) = parent {
+                            self.edges.push((id, p));
+                        }
+                        return;
+                    }
+                    let cluster = if is_subquery { None } else { cluster };
+                    let id = self.next;
+                    self.next += 1;
+                    self.nodes.push(GraphNode {
+                        id,
+                        name: name.trim().to_string(),
+                        desc: desc.to_string(),
+                        metrics: metrics(v),
+                        codegen_id: cluster,
+                    });
+                    if name.contains("Exchange") || is_subquery {
+                        self.exchanges.push((v, id));
+                    }
+                    if let Some(p) = parent {
+                        self.edges.push((id, p));
+                    }
+                    for child in children(v) {
+                        self.visit(child, Some(id), cluster);
+                    }
+                }
+            }
+        }
+    }
+    let mut b = Builder {
+        next: 0,
+        nodes: Vec::new(),
+        edges: Vec::new(),
+        exchanges: Vec::new(),
+    };
+    if plan.is_object() {
+        b.visit(plan, None, None);
+    }
+    (b.nodes, b.edges)
+}
+
+fn execution_status(exec: &Execution) -> &'static str {
+    match (&exec.completion_time, &exec.error_message) {
+        (None, _) => "RUNNING",
+        (Some(_), Some(e)) if !e.is_empty() => "FAILED",
+        _ => "COMPLETED",
+    }
+}
+
+fn execution_data(
+    state: &AppState,
+    exec: &Execution,
+    details: bool,
+    plan_description: bool,
+) -> Value {
+    let mut running = Vec::new();
+    let mut succeeded = Vec::new();
+    let mut failed = Vec::new();
+    for id in &exec.job_ids {
+        match state.jobs.get(id).map(|j| j.succeeded) {
+            Some(Some(true)) => succeeded.push(*id),
+            Some(Some(false)) => failed.push(*id),
+            Some(None) => running.push(*id),
+            None => {}
+        }
+    }
+    let (nodes, edges) = if details {
+        let values: HashMap<i64, String> = exec.metric_strings(&state.stages);
+        let (mut nodes, edges) = plan_graph(&exec.plan_info);
+        nodes.sort_by_key(|n| std::cmp::Reverse(n.id));
+        let nodes: Vec<Value> = nodes
+            .iter()
+            .map(|n| {
+                let mut o = Map::new();
+                o.insert("nodeId".into(), json!(n.id));
+                o.insert("nodeName".into(), json!(n.name));
+                put_opt(&mut o, "wholeStageCodegenId", n.codegen_id.map(Value::from));
+                let metrics: Vec<Value> = n
+                    .metrics
+                    .iter()
+                    .filter_map(|(name, acc)| {
+                        let v = values.get(acc)?;
+                        let v = v.strip_prefix('\n').unwrap_or(v);
+                        Some(json!({"name": name, "value": v}))
+                    })
+                    .collect();
+                o.insert("metrics".into(), Value::Array(metrics));
+                o.insert("desc".into(), json!(n.desc));
+                Value::Object(o)
+            })
+            .collect();
+        let edges: Vec<Value> = edges
+            .iter()
+            .map(|(from, to)| json!({"fromId": from, "toId": to}))
+            .collect();
+        (nodes, edges)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let mut o = Map::new();
+    o.insert("id".into(), json!(exec.id));
+    o.insert("status".into(), json!(execution_status(exec)));
+    o.insert("description".into(), json!(exec.description));
+    o.insert(
+        "planDescription".into(),
+        json!(if plan_description {
+            exec.plan_description.as_str()
+        } else {
+            ""
+        }),
+    );
+    o.insert(
+        "submissionTime".into(),
+        json!(format_date(exec.submission_time)),
+    );
+    o.insert(
+        "duration".into(),
+        json!(
+            exec.completion_time
+                .map(|end| end - exec.submission_time)
+                .unwrap_or(0)
+        ),
+    );
+    o.insert("runningJobIds".into(), json!(running));
+    o.insert("successJobIds".into(), json!(succeeded));
+    o.insert("failedJobIds".into(), json!(failed));
+    o.insert("nodes".into(), Value::Array(nodes));
+    o.insert("edges".into(), Value::Array(edges));
+    put_opt(&mut o, "queryId", exec.query_id.clone().map(Value::from));
+    put_opt(
+        &mut o,
+        "errorMessage",
+        exec.error_message.clone().map(Value::from),
+    );
+    put_opt(&mut o, "rootExecutionId", exec.root_id.map(Value::from));
+    o.insert("modifiedConfigs".into(), exec.modified_configs.clone());
+    Value::Object(o)
+}
+
+/// `/sql`: executions in id order, a page of them.
+pub fn sql_list(
+    state: &AppState,
+    details: bool,
+    plan_description: bool,
+    offset: usize,
+    length: usize,
+) -> Value {
+    Value::Array(
+        state
+            .executions
+            .values()
+            .skip(offset)
+            .take(length)
+            .map(|e| execution_data(state, e, details, plan_description))
+            .collect(),
+    )
+}
+
+/// `/sql/{id}`.
+pub fn sql(state: &AppState, id: i64, details: bool, plan_description: bool) -> RestResult {
+    state
+        .executions
+        .get(&id)
+        .map(|e| execution_data(state, e, details, plan_description))
+        .ok_or_else(|| RestError::NotFound(format!("unknown query execution id: {id}")))
+}
+
+/// qprof's extension: the full profile a qprof log carries for a query.
+pub fn qprof_profile(state: &AppState, id: i64) -> RestResult {
+    let exec = state
+        .executions
+        .get(&id)
+        .ok_or_else(|| RestError::NotFound(format!("unknown query execution id: {id}")))?;
+    match &exec.qprof_profile {
+        Some(Ok(profile)) => Ok(json!({ "query": profile })),
+        Some(Err(why)) => Err(RestError::NotFound(format!(
+            "query execution {id} has a qprof profile this server cannot read: {why}"
+        ))),
+        None => Err(RestError::NotFound(format!(
+            "query execution {id} has no qprof profile (the log was not written by qprof)"
+        ))),
+    }
+}
