@@ -2,16 +2,20 @@
 //!
 //! The server is the history server's, over the run's own event log: the log writer and
 //! this UI hear the same bus, so each query appears there as soon as it ends. What the log
-//! cannot have yet, the queries running now (their live counters) and the executor's
-//! memory now, comes from the run's profiler through `/qprof/v1/live`. The server never
-//! runs a query.
+//! cannot have yet comes from the run's profiler: the queries running now, as the Spark
+//! events they would have sent so far (their execution and job, active stages, ended
+//! tasks), added to the log's replay on each request; their live counters and the
+//! executor's memory now through `/qprof/v1/live`. The server never runs a query.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use qprof_core::clock::epoch_millis;
 use qprof_core::profile::{QueryProfile, names};
 use qprof_datafusion::Profiler;
+use qprof_eventlog::listener::EventLogListener;
+use qprof_eventlog::profile_events::{IdCounters, QueryRecord, running_query_events};
 use qprof_eventlog::profile_json::MemoryJson;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
@@ -20,6 +24,8 @@ use tokio::task::JoinHandle;
 #[derive(Debug)]
 struct RunLive {
     profiler: Profiler,
+    log: Option<Arc<EventLogListener>>,
+    host: String,
 }
 
 /// Rows a (running) query's scans produced so far, and bytes it read.
@@ -63,6 +69,32 @@ impl qprof_server::LiveSource for RunLive {
         let memory = self.profiler.memory_now();
         json!({"running": running, "memory": MemoryJson::from(&memory)})
     }
+
+    fn log_path(&self) -> Option<PathBuf> {
+        self.log.as_ref().and_then(|log| log.log_dir())
+    }
+
+    fn running_events(&self, ids: &mut IdCounters) -> Vec<Value> {
+        let now = epoch_millis();
+        let mut events = Vec::new();
+        for query in self.profiler.running_snapshots() {
+            let record = QueryRecord {
+                description: query.description,
+                sql: &query.profile.sql,
+                plan_text: query.plan_text,
+                start_epoch_millis: millis(query.profile.start_epoch_millis),
+                end_epoch_millis: millis(now),
+                profile: Some(&query.profile),
+                error: None,
+            };
+            events.extend(running_query_events(&record, &self.host, ids));
+        }
+        events
+    }
+}
+
+fn millis(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
 }
 
 /// The UI of a run, serving until the run ends (or, kept, until interrupted).
@@ -75,7 +107,12 @@ pub(crate) struct LiveUi {
 impl LiveUi {
     /// Serves the UI of the run `profiler` profiles, whose event logs go to `log_dir`, at
     /// `address`.
-    pub(crate) async fn start(profiler: Profiler, log_dir: &Path, address: &str) -> Result<LiveUi> {
+    pub(crate) async fn start(
+        profiler: Profiler,
+        log: Option<Arc<EventLogListener>>,
+        log_dir: &Path,
+        address: &str,
+    ) -> Result<LiveUi> {
         std::fs::create_dir_all(log_dir)
             .with_context(|| format!("cannot create '{}'", log_dir.display()))?;
         let store = qprof_server::LogStore::open(log_dir)
@@ -86,7 +123,12 @@ impl LiveUi {
         let address = listener
             .local_addr()
             .context("cannot read the UI's bound address")?;
-        let router = qprof_server::live_router(Arc::new(store), Arc::new(RunLive { profiler }));
+        let live = RunLive {
+            profiler,
+            log,
+            host: qprof_core::process::host_name(),
+        };
+        let router = qprof_server::live_router(store, Arc::new(live));
         let server = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, router).await {
                 eprintln!("the UI stopped: {e}");

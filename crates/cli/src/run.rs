@@ -148,7 +148,7 @@ pub(crate) async fn run_tpch(args: RunArgs) -> Result<()> {
         .context("cannot register TPC-H tables")?;
     let queries = QueryList::or_all(args.queries.as_ref());
     let log = keep_event_log(&args.exec.log, &session)?;
-    let ui = start_ui(&args.exec.log, &session).await?;
+    let ui = start_ui(&args.exec.log, &session, log.as_ref()).await?;
     let outcome = async {
         let mut profiles = Vec::with_capacity(queries.len());
         let mut failures = Failures::default();
@@ -200,7 +200,7 @@ pub(crate) async fn run_sql(args: SqlArgs) -> Result<()> {
     )?;
     register_tables(session.context(), &args.tables, args.format).await?;
     let log = keep_event_log(&args.exec.log, &session)?;
-    let ui = start_ui(&args.exec.log, &session).await?;
+    let ui = start_ui(&args.exec.log, &session, log.as_ref()).await?;
     let outcome = async {
         let mut profiles = Vec::new();
         let mut failures = Failures::default();
@@ -352,10 +352,20 @@ fn keep_event_log(
 }
 
 /// Starts the run's live UI if `--ui` asks for it.
-async fn start_ui(options: &LogOptions, session: &ProfilingSession) -> Result<Option<LiveUi>> {
+async fn start_ui(
+    options: &LogOptions,
+    session: &ProfilingSession,
+    log: Option<&Arc<EventLogListener>>,
+) -> Result<Option<LiveUi>> {
     match &options.ui {
         Some(address) => Ok(Some(
-            LiveUi::start(session.profiler().clone(), &options.event_log_dir, address).await?,
+            LiveUi::start(
+                session.profiler().clone(),
+                log.cloned(),
+                &options.event_log_dir,
+                address,
+            )
+            .await?,
         )),
         None => Ok(None),
     }

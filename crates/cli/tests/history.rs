@@ -53,6 +53,10 @@ impl Server {
         let url = first_address(&mut BufReader::new(child.stdout.take().unwrap()));
         Server { child, url }
     }
+
+    fn port(&self) -> u16 {
+        self.url.rsplit(':').next().unwrap().parse().unwrap()
+    }
 }
 
 /// The `http://` address on the first line `out` prints, without its trailing slash.
@@ -517,11 +521,39 @@ fn a_run_serves_its_live_ui_while_its_query_runs() {
     let apps = json("/api/v1/applications");
     let app = apps[0]["id"].as_str().unwrap().to_string();
     assert_eq!(apps[0]["attempts"][0]["completed"], false);
+    // Spark's REST API has the running query's execution, job and active stages
+    let stages_url = format!("/api/v1/applications/{app}/stages");
+    let active = loop {
+        let active = json(&format!("{stages_url}?status=active"));
+        if active.as_array().is_some_and(|a| !a.is_empty()) {
+            break active;
+        }
+        assert!(std::time::Instant::now() < deadline, "no active stage");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let active = active.as_array().unwrap().clone();
+    assert!(active.iter().all(|s| s["status"] == "ACTIVE"), "{active:?}");
+    assert!(
+        active.iter().all(|s| s["numTasks"].as_u64() > Some(0)),
+        "{active:?}"
+    );
+    let jobs = json(&format!("/api/v1/applications/{app}/jobs"));
+    assert_eq!(jobs.as_array().unwrap().len(), 1, "{jobs}");
+    assert_eq!(jobs[0]["status"], "RUNNING", "{jobs}");
+    let sql = json(&format!("/api/v1/applications/{app}/sql"));
+    assert_eq!(sql[0]["status"], "RUNNING", "{sql}");
+    let active_id = active[0]["stageId"].clone();
     let dom = chromium(&["--dump-dom"], &format!("{url}/#/app/{app}"));
     let html = String::from_utf8_lossy(&dom.stdout);
     assert!(
         html.contains("id=\"live\"") && html.contains("live-query-row"),
         "no running query on the application's page:\n{html}"
+    );
+    assert!(
+        html.contains(&format!(
+            "class=\"stage-row active\" data-stage-id=\"{active_id}\""
+        )),
+        "no active stage {active_id} on the application's page:\n{html}"
     );
     // its /metrics adds live gauges, which move while the query runs
     let live_gauges = || {
@@ -565,6 +597,21 @@ fn a_run_serves_its_live_ui_while_its_query_runs() {
         serde_json::from_str(&shc_ok(&server, &["--json", "-a", &app, "sql"])).unwrap();
     assert_eq!(sqls.as_array().unwrap().len(), 1);
     assert_eq!(sqls[0]["status"], "COMPLETED");
+    // the stages that were active are the log's, under the same ids, names and tasks
+    let (status, body) = http_get(server.port(), &stages_url).unwrap();
+    assert_eq!(status, 200);
+    let logged: Value = serde_json::from_slice(&body).unwrap();
+    for stage in &active {
+        let same = logged
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["stageId"] == stage["stageId"])
+            .unwrap_or_else(|| panic!("stage {} not in the log: {logged}", stage["stageId"]));
+        assert_eq!(same["status"], "COMPLETE");
+        assert_eq!(same["name"], stage["name"]);
+        assert_eq!(same["numTasks"], stage["numTasks"]);
+    }
     drop(server);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -170,8 +170,19 @@ impl Aggregate {
 /// assert_eq!(spark_string(MetricKind::Sum, &[task(1, 7_000), task(2, 3_000)]), "10,000");
 /// ```
 pub fn spark_string(kind: MetricKind, values: &[TaskValue]) -> String {
+    spark_string_naming(kind, values, Aggregate::of(kind, values).max_task)
+}
+
+/// [`spark_string`], with the maximum named after `max_task` (`None`: the driver), as
+/// Spark names it after the task that first reported it, which the values alone do not
+/// tell.
+pub fn spark_string_naming(
+    kind: MetricKind,
+    values: &[TaskValue],
+    max_task: Option<TaskRef>,
+) -> String {
     let agg = Aggregate::of(kind, values);
-    let task_info = match agg.max_task {
+    let task_info = match max_task {
         Some(t) => format!(
             "(stage {}.{}: task {})",
             t.stage_id, t.stage_attempt, t.task_id

@@ -191,7 +191,8 @@ pub struct TaskProfile {
     pub partition: u32,
     /// When the task started, in milliseconds since the Unix epoch.
     pub start_epoch_millis: u64,
-    /// When the task finished, in milliseconds since the Unix epoch.
+    /// When the task finished, in milliseconds since the Unix epoch; 0 while it runs (in a
+    /// running query's snapshot).
     pub finish_epoch_millis: u64,
     /// Task-level metrics (work of all the stage's operators in this partition).
     pub metrics: Vec<TaskMetric>,

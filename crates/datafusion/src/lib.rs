@@ -52,8 +52,8 @@ mod spill;
 pub use exec::ProfiledExec;
 pub use options::QprofOptions;
 pub use profiler::{
-    ProfileError, ProfiledQuery, Profiler, QueryFailure, QueryStream, describe_sql, error_line,
-    plan_text,
+    ProfileError, ProfiledQuery, Profiler, QueryFailure, QuerySnapshot, QueryStream, describe_sql,
+    error_line, plan_text,
 };
 pub use read_cache::{ReadCache, ReadCacheConfig};
 pub use session::ProfilingSession;

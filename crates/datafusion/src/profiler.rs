@@ -174,6 +174,7 @@ struct Shared {
 #[derive(Debug)]
 struct RunningQuery {
     id: usize,
+    description: String,
     text: String,
     clock: Instant,
     start_epoch_millis: u64,
@@ -378,7 +379,8 @@ impl Profiler {
 
     /// The profile of running query `id` as of now, from its live counters: what its
     /// operators did so far (rows, bytes read, time, memory), readable while it runs. Its
-    /// stage and task ids are provisional (the final profile gets the run's); `rows` is 0.
+    /// stage and task ids continue the run's and are provisional (the final profile gets
+    /// the next free ones when it ends); a task still running has finish time 0; `rows` is 0.
     /// `None` if no query `id` is running.
     pub fn snapshot(&self, id: usize) -> Option<QueryProfile> {
         let (plan, info) = {
@@ -395,7 +397,28 @@ impl Profiler {
                 },
             )
         };
-        Some(collect_profile(&plan, info, &RunIds::default()))
+        Some(collect_profile(&plan, info, &self.shared.ids.continuing()))
+    }
+
+    /// Every running query as of now, oldest first: what it is, its plan and its
+    /// [`Profiler::snapshot`].
+    pub fn running_snapshots(&self) -> Vec<QuerySnapshot> {
+        let running: Vec<(usize, String, Arc<dyn ExecutionPlan>)> = self
+            .running()
+            .iter()
+            .map(|q| (q.id, q.description.clone(), Arc::clone(&q.plan)))
+            .collect();
+        running
+            .into_iter()
+            .filter_map(|(id, description, plan)| {
+                let profile = self.snapshot(id)?;
+                Some(QuerySnapshot {
+                    description,
+                    plan_text: plan_text(&plan),
+                    profile,
+                })
+            })
+            .collect()
     }
 
     /// The executor's memory now, by region (also kept among its samples).
@@ -414,6 +437,7 @@ impl Profiler {
     fn track(&self, started: &Started, plan: &Arc<dyn ExecutionPlan>) {
         self.running().push(RunningQuery {
             id: started.id,
+            description: started.description.clone(),
             text: started.text.clone(),
             clock: started.clock,
             start_epoch_millis: started.start_epoch_millis,
@@ -627,6 +651,17 @@ impl Profiler {
             start_epoch_millis: started.start_epoch_millis,
         }
     }
+}
+
+/// A running query as of a moment: what it is and what it did so far.
+#[derive(Debug, Clone)]
+pub struct QuerySnapshot {
+    /// Short description (e.g. `q5`).
+    pub description: String,
+    /// The physical plan as indented text.
+    pub plan_text: String,
+    /// Its profile so far (see [`Profiler::snapshot`]).
+    pub profile: QueryProfile,
 }
 
 /// What a query's end leaves for its caller.

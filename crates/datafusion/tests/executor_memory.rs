@@ -1,5 +1,6 @@
 //! The executor's memory: per-stage peaks against the memory pool's own peak, plausible
-//! process samples, and one stage-executor-metrics event per stage in the event log.
+//! process samples, one stage-executor-metrics event per stage in the event log, and the
+//! same peaks replayed from it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,7 +14,10 @@ use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use qprof_core::profile::{ProfileNode, QueryProfile, names};
 use qprof_datafusion::Profiler;
+use qprof_eventlog::layout::discover;
 use qprof_eventlog::listener::EventLogListener;
+use qprof_eventlog::replay::Replay;
+use qprof_eventlog::spark::EXECUTOR_METRIC_NAMES;
 use serde_json::Value;
 
 /// A pool that remembers the most it ever had reserved: the ground truth.
@@ -191,5 +195,36 @@ async fn stages_have_their_own_memory_peaks_and_the_log_one_event_each() {
         );
         assert_eq!(metric("MinorGCCount"), 0);
     }
+
+    // replayed, the log has the same peaks per stage, and the executor's lifetime peaks
+    // are the largest of them
+    let source = discover(&dir).unwrap().remove(0);
+    let replay = Replay::load(source).unwrap();
+    let state = replay.state();
+    let slot = |name: &str| {
+        EXECUTOR_METRIC_NAMES
+            .iter()
+            .position(|n| *n == name)
+            .unwrap()
+    };
+    let (heap, execution) = (slot("JVMHeapMemory"), slot("OffHeapExecutionMemory"));
+    let mut largest = (0, 0);
+    for stage in &profile.stages {
+        let replayed = state.stages[&(i64::from(stage.id), 0)].executor_peaks["driver"];
+        let memory = stage.memory.unwrap();
+        assert_eq!(replayed[heap], memory.heap_bytes as i64);
+        assert_eq!(replayed[execution], memory.execution_bytes as i64);
+        assert_eq!(
+            replayed[slot("ProcessTreeJVMRSSMemory")],
+            memory.rss_bytes as i64
+        );
+        largest = (
+            largest.0.max(memory.heap_bytes as i64),
+            largest.1.max(memory.execution_bytes as i64),
+        );
+    }
+    let driver = state.executors.iter().find(|e| e.id == "driver").unwrap();
+    let lifetime = driver.peaks.expect("the driver's peaks");
+    assert_eq!((lifetime[heap], lifetime[execution]), largest);
     let _ = std::fs::remove_dir_all(&dir);
 }

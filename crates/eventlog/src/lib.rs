@@ -24,6 +24,7 @@ pub mod profile_events;
 pub mod profile_json;
 pub mod replay;
 pub mod rest;
+mod scala_order;
 pub mod spark;
 pub mod state;
 mod task_event;

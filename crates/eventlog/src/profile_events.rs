@@ -372,68 +372,169 @@ fn task_info(
 
 /// The events of one query run on `host`, in the order Spark's listeners need them.
 pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Vec<Value> {
+    let Some(profile) = q.profile else {
+        return not_planned_events(q, ids);
+    };
+    let with_functions = with_function_metrics(profile);
+    let query = QueryEvents::new(q, &with_functions, host, ids);
+    let mut out = query.start();
+    for stage in &query.stages {
+        out.extend(query.stage(stage, true));
+    }
+    out.extend(query.end(profile));
+    out
+}
+
+/// The events of a query still running, as far as it got: its execution and job, its
+/// stages that started (with the tasks that started and those that ended) and those that
+/// ended. Its metric values are those of its ended tasks; nothing ends the job or the
+/// execution. Stages count the tasks that started. These are what Spark's live listeners
+/// would have heard by now; they are not logged (the log gets the query when it ends).
+pub fn running_query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Vec<Value> {
+    let Some(profile) = q.profile else {
+        return Vec::new();
+    };
+    let with_functions = with_function_metrics(profile);
+    let query = QueryEvents::new(q, &with_functions, host, ids);
+    let mut out = query.start();
+    for stage in &query.stages {
+        out.extend(query.stage(stage, false));
+    }
+    out
+}
+
+/// A query never planned: an execution without a plan, job or stages.
+fn not_planned_events(q: &QueryRecord<'_>, ids: &mut IdCounters) -> Vec<Value> {
     let execution_id = ids.execution;
     ids.execution += 1;
     let query_id = uuid_v4();
-    let mut out = Vec::new();
-    let Some(profile) = q.profile else {
-        // never planned: an execution without a plan, job or stages
-        let not_planned = json!({"nodeName": "NotPlanned", "simpleString": "NotPlanned", "children": [], "metadata": {}, "metrics": []});
-        out.push(sql_start(execution_id, q, &query_id, "", not_planned));
-        out.push(sql_end(execution_id, q, &query_id));
-        return out;
-    };
-    let recorded = profile;
-    let with_functions = with_function_metrics(profile);
-    let profile = &with_functions;
-    let accs = Accumulators::assign(&profile.plan, ids);
-    let nodes = index(&profile.plan);
-    out.push(sql_start(
-        execution_id,
-        q,
-        &query_id,
-        &q.plan_text,
-        plan_info(&profile.plan, &accs),
-    ));
-    let job_id = ids.job;
-    ids.job += 1;
-    let properties = json!({
-        "spark.sql.execution.id": execution_id.to_string(),
-        "spark.sql.execution.root.id": execution_id.to_string(),
-        "spark.job.description": q.description,
-        "callSite.short": q.description,
-        "spark.rdd.scope.noOverride": "true",
-    });
-    let mut stages: Vec<&StageProfile> = profile.stages.iter().collect();
-    stages.sort_by_key(|s| s.id);
-    let root_stage = profile.plan.stage_id;
-    let stage_name = |s: &StageProfile| {
+    let not_planned = json!({"nodeName": "NotPlanned", "simpleString": "NotPlanned", "children": [], "metadata": {}, "metrics": []});
+    vec![
+        sql_start(execution_id, q, &query_id, "", not_planned),
+        sql_end(execution_id, q, &query_id),
+    ]
+}
+
+impl IdCounters {
+    /// Counters continuing after the ids `state` holds: the next execution, job and
+    /// accumulator get ids no logged one has.
+    pub fn after(state: &crate::state::AppState) -> IdCounters {
+        let next = |last: Option<i64>| last.map_or(0, |id| id + 1);
+        IdCounters {
+            execution: next(state.executions.keys().next_back().copied()),
+            job: next(state.jobs.keys().next_back().copied()),
+            accumulator: state
+                .executions
+                .values()
+                .flat_map(|e| e.metric_types.keys())
+                .max()
+                .copied()
+                .unwrap_or(0),
+        }
+    }
+}
+
+/// One planned query's ids and the parts its events share.
+struct QueryEvents<'q> {
+    q: &'q QueryRecord<'q>,
+    profile: &'q QueryProfile,
+    host: &'q str,
+    execution_id: i64,
+    job_id: i64,
+    query_id: String,
+    accs: Accumulators,
+    nodes: NodeIndex<'q>,
+    properties: Value,
+    stages: Vec<&'q StageProfile>,
+}
+
+impl<'q> QueryEvents<'q> {
+    fn new(
+        q: &'q QueryRecord<'q>,
+        profile: &'q QueryProfile,
+        host: &'q str,
+        ids: &mut IdCounters,
+    ) -> QueryEvents<'q> {
+        let execution_id = ids.execution;
+        ids.execution += 1;
+        let accs = Accumulators::assign(&profile.plan, ids);
+        let job_id = ids.job;
+        ids.job += 1;
+        let properties = json!({
+            "spark.sql.execution.id": execution_id.to_string(),
+            "spark.sql.execution.root.id": execution_id.to_string(),
+            "spark.job.description": q.description,
+            "callSite.short": q.description,
+            "spark.rdd.scope.noOverride": "true",
+        });
+        let mut stages: Vec<&StageProfile> = profile.stages.iter().collect();
+        stages.sort_by_key(|s| s.id);
+        QueryEvents {
+            q,
+            profile,
+            host,
+            execution_id,
+            job_id,
+            query_id: uuid_v4(),
+            accs,
+            nodes: index(&profile.plan),
+            properties,
+            stages,
+        }
+    }
+
+    fn stage_name(&self, s: &StageProfile) -> String {
         let root = s
             .node_ids
             .first()
-            .and_then(|id| nodes.get(id))
+            .and_then(|id| self.nodes.get(id))
             .map_or("stage", |n| n.name.as_str());
-        format!("{root} at {}", q.description)
-    };
-    let details = q.sql.trim();
-    out.push(json!({
-        "Event": events::JOB_START,
-        "Job ID": job_id,
-        "Submission Time": q.start_epoch_millis,
-        "Stage Infos": stages.iter().map(|s| stage_info(s, &stage_name(s), &parent_stages(&nodes, s), details, None, None)).collect::<Vec<_>>(),
-        "Stage IDs": stages.iter().map(|s| s.id).collect::<Vec<_>>(),
-        "Properties": properties,
-    }));
-    let mut driver_updates = Vec::new();
-    for node in profile.plan.iter() {
-        for m in &node.metrics {
-            if let Some(v) = m.tasks.iter().rev().find(|v| v.task.is_none()) {
-                driver_updates.push(json!([accs.get(node.id, &m.name), v.value]));
-            }
-        }
+        format!("{root} at {}", self.q.description)
     }
-    for stage in &stages {
-        let result_task = Some(stage.id) == root_stage;
+
+    fn details(&self) -> &str {
+        self.q.sql.trim()
+    }
+
+    /// The execution's start and its job's.
+    fn start(&self) -> Vec<Value> {
+        let q = self.q;
+        let sql = sql_start(
+            self.execution_id,
+            q,
+            &self.query_id,
+            &q.plan_text,
+            plan_info(&self.profile.plan, &self.accs),
+        );
+        let infos: Vec<Value> = self
+            .stages
+            .iter()
+            .map(|s| {
+                let parents = parent_stages(&self.nodes, s);
+                stage_info(s, &self.stage_name(s), &parents, self.details(), None, None)
+            })
+            .collect();
+        let job = json!({
+            "Event": events::JOB_START,
+            "Job ID": self.job_id,
+            "Submission Time": q.start_epoch_millis,
+            "Stage Infos": infos,
+            "Stage IDs": self.stages.iter().map(|s| s.id).collect::<Vec<_>>(),
+            "Properties": self.properties,
+        });
+        vec![sql, job]
+    }
+
+    /// A stage's events: all of them if `ended` (the query ended), else those of a
+    /// running query's stage so far (none if no task started; its end once every task
+    /// that started ended).
+    fn stage(&self, stage: &StageProfile, ended: bool) -> Vec<Value> {
+        let mut out = Vec::new();
+        if !ended && stage.tasks.is_empty() {
+            return out;
+        }
+        let q = self.q;
+        let result_task = Some(stage.id) == self.profile.plan.stage_id;
         let submitted = stage
             .tasks
             .iter()
@@ -453,66 +554,36 @@ pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Ve
             .tasks
             .iter()
             .find_map(|t| t.error.as_deref())
-            .or(q.error.as_deref().filter(|_| result_task));
-        let name = stage_name(stage);
-        let parents = parent_stages(&nodes, stage);
+            .or(q.error.as_deref().filter(|_| result_task && ended));
+        let name = self.stage_name(stage);
+        let parents = parent_stages(&self.nodes, stage);
+        let details = self.details();
         out.push(json!({
             "Event": events::STAGE_SUBMITTED,
             "Stage Info": stage_info(stage, &name, &parents, details, Some((submitted, None)), None),
-            "Properties": properties,
+            "Properties": self.properties,
         }));
         for task in &stage.tasks {
             out.push(json!({
                 "Event": events::TASK_START,
                 "Stage ID": stage.id,
                 "Stage Attempt ID": 0,
-                "Task Info": task_info(task, host, 0, false, Vec::new()),
+                "Task Info": task_info(task, self.host, 0, false, Vec::new()),
             }));
         }
         let mut stage_peak = 0;
+        let mut all_ended = true;
         for task in &stage.tasks {
-            let mut accumulables = Vec::new();
-            for id in &stage.node_ids {
-                let Some(node) = nodes.get(id) else {
-                    continue;
-                };
-                for m in &node.metrics {
-                    if let Some(v) = m
-                        .tasks
-                        .iter()
-                        .find(|v| v.task.is_some_and(|t| t.task_id == task.task_id))
-                    {
-                        accumulables.push(json!({
-                            "ID": accs.get(node.id, &m.name),
-                            "Name": m.display_name,
-                            "Update": v.value.to_string(),
-                            "Value": v.value.to_string(),
-                            "Internal": true,
-                            "Count Failed Values": true,
-                            "Metadata": "sql",
-                        }));
-                    }
-                }
+            if !ended && task.finish_epoch_millis == 0 {
+                all_ended = false;
+                continue;
             }
-            let figures = task_figures(&nodes, stage, task);
             let peak = task.value(names::PEAK_MEMORY_BYTES).unwrap_or(0);
             stage_peak = stage_peak.max(peak);
-            // the task's own execution peak, the stage's other regions
-            let task_memory = MemorySample {
-                execution_bytes: u64::try_from(peak).unwrap_or(0),
-                ..stage.memory.unwrap_or_default()
-            };
-            let finish = (task.finish_epoch_millis as i64).max(task.start_epoch_millis as i64);
-            out.push(json!({
-                "Event": events::TASK_END,
-                "Stage ID": stage.id,
-                "Stage Attempt ID": 0,
-                "Task Type": if result_task { "ResultTask" } else { "ShuffleMapTask" },
-                "Task End Reason": end_reason(task.error.as_deref()),
-                "Task Info": task_info(task, host, finish, task.error.is_some(), accumulables),
-                "Task Executor Metrics": executor_metrics(&task_memory),
-                "Task Metrics": task_metrics(task, &figures, result_task),
-            }));
+            out.push(self.task_end(stage, task, result_task, peak));
+        }
+        if !all_ended {
+            return out;
         }
         // without samples, the stage's largest task peak stands for its execution memory
         let stage_memory = stage.memory.unwrap_or(MemorySample {
@@ -530,47 +601,114 @@ pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Ve
             "Event": events::STAGE_COMPLETED,
             "Stage Info": stage_info(stage, &name, &parents, details, Some((submitted, Some(completed))), failure),
         }));
+        out
     }
-    let job_result = match &q.error {
-        None => json!({"Result": "JobSucceeded"}),
-        Some(e) => json!({"Result": "JobFailed", "Exception": {"Message": e, "Stack Trace": []}}),
-    };
-    out.push(json!({
-        "Event": events::JOB_END,
-        "Job ID": job_id,
-        "Completion Time": q.end_epoch_millis,
-        "Job Result": job_result,
-    }));
-    if !driver_updates.is_empty() {
-        out.push(json!({
-            "Event": events::DRIVER_ACCUM_UPDATES,
-            "executionId": execution_id,
-            "accumUpdates": driver_updates,
-        }));
-    }
-    let mut extension = QueryJson::from(recorded);
-    extension.accumulator_ids = Some(OrderedMap(
-        profile
-            .plan
-            .iter()
-            .map(|n| {
-                let per_metric = n
-                    .metrics
+
+    fn task_end(
+        &self,
+        stage: &StageProfile,
+        task: &TaskProfile,
+        result_task: bool,
+        peak: i64,
+    ) -> Value {
+        let mut accumulables = Vec::new();
+        for id in &stage.node_ids {
+            let Some(node) = self.nodes.get(id) else {
+                continue;
+            };
+            for m in &node.metrics {
+                if let Some(v) = m
+                    .tasks
                     .iter()
-                    .map(|m| (m.name.clone(), accs.get(n.id, &m.name)))
-                    .collect();
-                (n.id.to_string(), OrderedMap(per_metric))
-            })
-            .collect(),
-    ));
-    out.push(json!({
-        "Event": events::QPROF_QUERY_PROFILE,
-        "executionId": execution_id,
-        "formatVersion": FORMAT_VERSION,
-        "profile": extension,
-    }));
-    out.push(sql_end(execution_id, q, &query_id));
-    out
+                    .find(|v| v.task.is_some_and(|t| t.task_id == task.task_id))
+                {
+                    accumulables.push(json!({
+                        "ID": self.accs.get(node.id, &m.name),
+                        "Name": m.display_name,
+                        "Update": v.value.to_string(),
+                        "Value": v.value.to_string(),
+                        "Internal": true,
+                        "Count Failed Values": true,
+                        "Metadata": "sql",
+                    }));
+                }
+            }
+        }
+        let figures = task_figures(&self.nodes, stage, task);
+        // the task's own execution peak, the stage's other regions
+        let task_memory = MemorySample {
+            execution_bytes: u64::try_from(peak).unwrap_or(0),
+            ..stage.memory.unwrap_or_default()
+        };
+        let finish = (task.finish_epoch_millis as i64).max(task.start_epoch_millis as i64);
+        json!({
+            "Event": events::TASK_END,
+            "Stage ID": stage.id,
+            "Stage Attempt ID": 0,
+            "Task Type": if result_task { "ResultTask" } else { "ShuffleMapTask" },
+            "Task End Reason": end_reason(task.error.as_deref()),
+            "Task Info": task_info(task, self.host, finish, task.error.is_some(), accumulables),
+            "Task Executor Metrics": executor_metrics(&task_memory),
+            "Task Metrics": task_metrics(task, &figures, result_task),
+        })
+    }
+
+    /// The job's end, the driver-side values, qprof's profile (`recorded`, as measured)
+    /// and the execution's end.
+    fn end(&self, recorded: &QueryProfile) -> Vec<Value> {
+        let q = self.q;
+        let mut out = Vec::new();
+        let job_result = match &q.error {
+            None => json!({"Result": "JobSucceeded"}),
+            Some(e) => {
+                json!({"Result": "JobFailed", "Exception": {"Message": e, "Stack Trace": []}})
+            }
+        };
+        out.push(json!({
+            "Event": events::JOB_END,
+            "Job ID": self.job_id,
+            "Completion Time": q.end_epoch_millis,
+            "Job Result": job_result,
+        }));
+        let mut driver_updates = Vec::new();
+        for node in self.profile.plan.iter() {
+            for m in &node.metrics {
+                if let Some(v) = m.tasks.iter().rev().find(|v| v.task.is_none()) {
+                    driver_updates.push(json!([self.accs.get(node.id, &m.name), v.value]));
+                }
+            }
+        }
+        if !driver_updates.is_empty() {
+            out.push(json!({
+                "Event": events::DRIVER_ACCUM_UPDATES,
+                "executionId": self.execution_id,
+                "accumUpdates": driver_updates,
+            }));
+        }
+        let mut extension = QueryJson::from(recorded);
+        extension.accumulator_ids = Some(OrderedMap(
+            self.profile
+                .plan
+                .iter()
+                .map(|n| {
+                    let per_metric = n
+                        .metrics
+                        .iter()
+                        .map(|m| (m.name.clone(), self.accs.get(n.id, &m.name)))
+                        .collect();
+                    (n.id.to_string(), OrderedMap(per_metric))
+                })
+                .collect(),
+        ));
+        out.push(json!({
+            "Event": events::QPROF_QUERY_PROFILE,
+            "executionId": self.execution_id,
+            "formatVersion": FORMAT_VERSION,
+            "profile": extension,
+        }));
+        out.push(sql_end(self.execution_id, q, &self.query_id));
+        out
+    }
 }
 
 fn sql_start(

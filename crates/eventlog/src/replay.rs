@@ -82,6 +82,16 @@ impl Replay {
         &self.state
     }
 
+    /// A copy of this replay with `events` applied after the log's: events not logged
+    /// (yet), e.g. a running query's so far.
+    pub fn with_events(&self, events: &[serde_json::Value]) -> Replay {
+        let mut out = self.clone();
+        for event in events {
+            out.state.apply(event);
+        }
+        out
+    }
+
     /// The log being replayed (as of the last refresh).
     pub fn source(&self) -> &LogSource {
         &self.source

@@ -4,7 +4,7 @@
 //! Events are applied one line at a time; unknown events and corrupt lines are counted,
 //! never fatal, so a log can be replayed incrementally as it grows.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
 use serde_json::Value;
@@ -12,6 +12,7 @@ use serde_json::Value;
 use serde::Deserialize;
 
 use crate::profile_json::QueryJson;
+use crate::scala_order::scala_order;
 use crate::spark::{EXECUTOR_METRIC_NAMES, events};
 use crate::task_event::{Peaks, TaskEvent, TaskInfo};
 
@@ -376,65 +377,64 @@ pub struct Execution {
 }
 
 impl Execution {
-    /// Spark's rendered value per accumulator id, for every accumulator with a value.
+    /// Spark's rendered value per accumulator id, for every accumulator with a value,
+    /// aggregated as Spark's SQL listener does.
     ///
-    /// Like Spark, a stage in which any task reported an accumulator contributes one value
-    /// per task of the stage, zero for tasks that did not report it; ties on the maximum go
-    /// to the task that ended first; driver values come last.
-    pub fn metric_strings(&self, stages: &BTreeMap<(i64, i64), Stage>) -> HashMap<i64, String> {
+    /// Each stage counts with its latest attempt. A stage in which any task reported an
+    /// accumulator contributes one value per task index: the index's last report up to its
+    /// first success (later ones are ignored), zero for indices that never reported.
+    /// The maximum is named after the first report that reached it within its stage, and
+    /// across stages after the first stage in Spark's order of the execution's stages
+    /// (see [`scala_order`]); a driver value above it names the driver.
+    pub fn metric_strings(&self, state: &AppState) -> HashMap<i64, String> {
+        let stage_order = scala_order(
+            &self
+                .job_ids
+                .iter()
+                .filter_map(|j| state.jobs.get(j))
+                .flat_map(|j| j.stage_ids.iter().copied())
+                .collect::<Vec<_>>(),
+        );
         let mut out = HashMap::new();
         for (id, kind) in &self.metric_types {
             let mut reported: Vec<(u64, TaskValue)> =
                 self.task_values.get(id).cloned().unwrap_or_default();
             reported.sort_by_key(|(order, _)| *order);
-            // one slot per task index of a stage attempt: a later attempt replaces an earlier
-            let mut slots: HashMap<(u32, u32, u32), usize> = HashMap::new();
-            for (i, (_, v)) in reported.iter().enumerate() {
-                if let Some(t) = v.task {
-                    slots.insert((t.stage_id, t.stage_attempt, t.partition), i);
+            let mut values: Vec<TaskValue> = Vec::new();
+            let mut max: Option<(i64, TaskRef)> = None;
+            for &stage_id in &stage_order {
+                let Some((&(_, attempt), stage)) = state
+                    .stages
+                    .range((stage_id, i64::MIN)..=(stage_id, i64::MAX))
+                    .next_back()
+                else {
+                    continue;
+                };
+                let (stage_values, stage_max) = stage_values(stage, attempt, &reported);
+                let Some(stage_max) = stage_max else {
+                    continue;
+                };
+                if max.is_none_or(|(m, _)| stage_max.0 > m) {
+                    max = Some(stage_max);
                 }
-            }
-            let mut values: Vec<TaskValue> = reported
-                .iter()
-                .enumerate()
-                .filter(|(i, (_, v))| {
-                    v.task.is_some_and(|t| {
-                        slots.get(&(t.stage_id, t.stage_attempt, t.partition)) == Some(i)
-                    })
-                })
-                .map(|(_, (_, v))| *v)
-                .collect();
-            let mut per_stage: BTreeMap<(u32, u32), (i64, TaskRef)> = BTreeMap::new();
-            for v in &values {
-                if let Some(t) = v.task {
-                    per_stage
-                        .entry((t.stage_id, t.stage_attempt))
-                        .or_insert((0, t))
-                        .0 += 1;
-                }
-            }
-            for ((stage, attempt), (count, first)) in per_stage {
-                let tasks = stages
-                    .get(&(i64::from(stage), i64::from(attempt)))
-                    .map_or(count, |s| s.num_tasks);
-                for _ in count..tasks {
-                    values.push(TaskValue {
-                        task: Some(first),
-                        value: 0,
-                    });
-                }
+                values.extend(stage_values);
             }
             if let Some(v) = self.driver_values.get(id) {
                 values.push(TaskValue {
                     task: None,
                     value: *v,
                 });
+                if max.is_some_and(|(m, _)| *v > m) {
+                    max = None;
+                }
             }
             if values.is_empty() {
                 continue;
             }
             let text = match kind.parse::<MetricKind>() {
-                Ok(kind) => qprof_core::metric::spark_string(kind, &values),
+                Ok(kind) => {
+                    qprof_core::metric::spark_string_naming(kind, &values, max.map(|(_, t)| t))
+                }
                 // Spark renders unknown (custom) metric types as their plain sum
                 Err(_) => values.iter().map(|v| v.value).sum::<i64>().to_string(),
             };
@@ -442,6 +442,55 @@ impl Execution {
         }
         out
     }
+}
+
+/// One stage attempt's values of an accumulator from its tasks' `reported` values (in
+/// task-end order): one per task index, and the first report that reached the maximum.
+/// No values if no task of the attempt reported.
+fn stage_values(
+    stage: &Stage,
+    attempt: i64,
+    reported: &[(u64, TaskValue)],
+) -> (Vec<TaskValue>, Option<(i64, TaskRef)>) {
+    let mut slots: BTreeMap<u32, TaskValue> = BTreeMap::new();
+    let mut succeeded: HashSet<u32> = HashSet::new();
+    let mut max: Option<(i64, TaskRef)> = None;
+    let of_attempt = reported.iter().filter_map(|(_, v)| {
+        v.task
+            .filter(|t| i64::from(t.stage_id) == stage.id && i64::from(t.stage_attempt) == attempt)
+            .map(|t| (t, v.value))
+    });
+    for (task, value) in of_attempt {
+        if succeeded.contains(&task.partition) {
+            continue;
+        }
+        slots.insert(
+            task.partition,
+            TaskValue {
+                task: Some(task),
+                value,
+            },
+        );
+        if max.is_none_or(|(m, _)| value > m) {
+            max = Some((value, task));
+        }
+        let success = stage
+            .tasks
+            .get(&i64::try_from(task.task_id).unwrap_or(-1))
+            .is_some_and(|t| t.status == TaskStatus::Success);
+        if success {
+            succeeded.insert(task.partition);
+        }
+    }
+    let Some(first) = slots.values().next().copied() else {
+        return (Vec::new(), None);
+    };
+    let mut values: Vec<TaskValue> = slots.into_values().collect();
+    let reported_indices = values.len() as i64;
+    for _ in reported_indices..stage.num_tasks {
+        values.push(TaskValue { value: 0, ..first });
+    }
+    (values, max)
 }
 
 /// Everything known about one application.

@@ -21,27 +21,25 @@ use axum::routing::get;
 use serde_json::json;
 
 pub mod api;
+pub mod live;
 pub mod metrics;
 pub mod store;
 mod ui;
 
+pub use live::LiveSource;
 pub use store::LogStore;
 
 use api::{Answer, ApiError, Params};
 
 type Shared = Arc<LogStore>;
 
-/// What a running application tells about itself beyond its log: the queries running now
-/// and the executor's memory now. Its owner computes it; the server only serves it.
-pub trait LiveSource: Send + Sync + std::fmt::Debug {
-    /// The live state as JSON: `{"running": [...], "memory": {...}}`.
-    fn live(&self) -> serde_json::Value;
-}
-
 /// The routes of [`router`] plus `/qprof/v1/live`, answered by `live`: the UI of an
-/// application while it runs (its log, in progress, is `store`'s). Its `/metrics` adds the
-/// live gauges (running queries, their progress, the memory now).
-pub fn live_router(store: Shared, live: Arc<dyn LiveSource>) -> Router {
+/// application while it runs (its log, in progress, is in `store`'s directory). Its
+/// queries running now appear among the logged ones, as far as they got (their stages
+/// active, their ended tasks); its `/metrics` adds the live gauges (running queries, their
+/// progress, the memory now).
+pub fn live_router(store: LogStore, live: Arc<dyn LiveSource>) -> Router {
+    let store = Arc::new(store.with_live(Arc::clone(&live)));
     let answer = {
         let live = Arc::clone(&live);
         move || {

@@ -11,8 +11,11 @@ use std::time::UNIX_EPOCH;
 
 use qprof_eventlog::EventLogError;
 use qprof_eventlog::layout::{LogSource, discover};
+use qprof_eventlog::profile_events::IdCounters;
 use qprof_eventlog::replay::{Replay, scan_info};
 use qprof_eventlog::state::AppInfo;
+
+use crate::live::LiveSource;
 
 /// Size and modification time of a log's files: when it changes, the log grew.
 type Fingerprint = (u64, i64);
@@ -63,6 +66,7 @@ struct Cache {
 pub struct LogStore {
     dir: PathBuf,
     cache: Mutex<Cache>,
+    live: Option<Arc<dyn LiveSource>>,
 }
 
 impl std::fmt::Debug for LogStore {
@@ -78,7 +82,17 @@ impl LogStore {
         Ok(LogStore {
             dir: dir.to_path_buf(),
             cache: Mutex::new(Cache::default()),
+            live: None,
         })
+    }
+
+    /// This store, with the application `live` runs completed by its running queries:
+    /// replays of its log (in progress) include them, as far as they got.
+    pub fn with_live(self, live: Arc<dyn LiveSource>) -> LogStore {
+        LogStore {
+            live: Some(live),
+            ..self
+        }
     }
 
     /// The directory served.
@@ -136,8 +150,33 @@ impl LogStore {
         Ok(attempts)
     }
 
-    /// The replayed state of one attempt, brought up to date with its log.
+    /// The replayed state of one attempt, brought up to date with its log (and, for the
+    /// live application, with the queries it runs now).
     pub fn replay(&self, app: &ListedApp) -> Result<Arc<Replay>, EventLogError> {
+        let logged = self.replay_log(app)?;
+        Ok(self.with_running(logged))
+    }
+
+    /// `replay`, completed by the live application's running queries if it is that
+    /// application's and they got anywhere.
+    fn with_running(&self, replay: Arc<Replay>) -> Arc<Replay> {
+        let Some(live) = &self.live else {
+            return replay;
+        };
+        let source = replay.source();
+        let live_log = live.log_path();
+        let live_name = live_log.as_deref().and_then(Path::file_name);
+        if !source.in_progress || live_name != Some(std::ffi::OsStr::new(&source.name)) {
+            return replay;
+        }
+        let events = live.running_events(&mut IdCounters::after(replay.state()));
+        if events.is_empty() {
+            return replay;
+        }
+        Arc::new(replay.with_events(&events))
+    }
+
+    fn replay_log(&self, app: &ListedApp) -> Result<Arc<Replay>, EventLogError> {
         let fp = fingerprint(&app.source);
         let mut cache = self.lock();
         let key = app.source.name.clone();

@@ -332,7 +332,8 @@
   function stageRow(app, st) {
     const href = appHref(app, `/stage/${st.stageId}/${st.attemptId}`);
     const dur = spanMs(st.submissionTime, st.completionTime);
-    return h('tr', { class: `stage-row${st.status === 'FAILED' ? ' failed' : ''}`, 'data-stage-id': st.stageId, 'data-attempt-id': st.attemptId },
+    const state = st.status === 'FAILED' ? ' failed' : st.status === 'ACTIVE' ? ' active' : '';
+    return h('tr', { class: `stage-row${state}`, 'data-stage-id': st.stageId, 'data-attempt-id': st.attemptId },
       td(link(href, `${st.stageId}.${st.attemptId}`, { class: 'mono', title: `stage ${st.stageId}, attempt ${st.attemptId}` })),
       td(statusBadge(st.status)),
       td(st.name || DASH, 'desc-cell', st.name || null),

@@ -45,6 +45,15 @@ impl RunIds {
     fn next_task(&self) -> u64 {
         self.tasks.fetch_add(1, Ordering::Relaxed)
     }
+
+    /// Counters starting where these are now, reserving nothing here: the ids a running
+    /// query's snapshot gets are those its profile will get if no other query ends first.
+    pub(crate) fn continuing(&self) -> RunIds {
+        RunIds {
+            stages: AtomicU32::new(self.stages.load(Ordering::Relaxed)),
+            tasks: AtomicU64::new(self.tasks.load(Ordering::Relaxed)),
+        }
+    }
 }
 
 /// What is known about a query apart from its plan.
@@ -733,11 +742,18 @@ fn stage_profile(
                 .filter(|&t| t > 0)
                 .min()
                 .unwrap_or(0);
-            let finish = in_task()
-                .map(|s| s.finished_epoch_millis)
-                .max()
-                .unwrap_or(0)
-                .max(start);
+            // 0 while any of its operators still runs (in a running query's snapshot)
+            let running =
+                in_task().any(|s| s.started_epoch_millis > 0 && s.finished_epoch_millis == 0);
+            let finish = if running {
+                0
+            } else {
+                in_task()
+                    .map(|s| s.finished_epoch_millis)
+                    .max()
+                    .unwrap_or(0)
+                    .max(start)
+            };
             let m = |name: &str, kind, value: u64| TaskMetric {
                 name: name.to_string(),
                 kind,

@@ -6,6 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::{RestError, RestResult, put_opt};
 
+use crate::scala_order::scala_order;
 use crate::spark::format_date;
 use crate::state::{AppState, Execution};
 
@@ -170,7 +171,8 @@ fn execution_data(
     let mut running = Vec::new();
     let mut succeeded = Vec::new();
     let mut failed = Vec::new();
-    for id in &exec.job_ids {
+    // in the order of Spark's map of the execution's jobs
+    for id in &scala_order(&exec.job_ids) {
         match state.jobs.get(id).map(|j| j.succeeded) {
             Some(Some(true)) => succeeded.push(*id),
             Some(Some(false)) => failed.push(*id),
@@ -179,7 +181,7 @@ fn execution_data(
         }
     }
     let (nodes, edges) = if details {
-        let values: HashMap<i64, String> = exec.metric_strings(&state.stages);
+        let values: HashMap<i64, String> = exec.metric_strings(state);
         let (mut nodes, edges) = plan_graph(&exec.plan_info);
         nodes.sort_by_key(|n| std::cmp::Reverse(n.id));
         let nodes: Vec<Value> = nodes
