@@ -394,6 +394,7 @@ impl Profiler {
                     rows: 0,
                     duration_nanos: u64::try_from(q.clock.elapsed().as_nanos()).unwrap_or(u64::MAX),
                     start_epoch_millis: q.start_epoch_millis,
+                    ended: false,
                 },
             )
         };
@@ -612,6 +613,7 @@ impl Profiler {
                     rows,
                     duration_nanos: u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX),
                     start_epoch_millis: started.start_epoch_millis,
+                    ended: true,
                 },
                 &self.shared.ids,
             );

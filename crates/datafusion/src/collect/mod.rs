@@ -67,6 +67,9 @@ pub(crate) struct QueryInfo {
     pub rows: u64,
     /// Wall time of planning and execution, in nanoseconds.
     pub duration_nanos: u64,
+    /// Whether the query ended (else this is a snapshot of a running query: its tasks
+    /// still running get no finish time).
+    pub ended: bool,
     /// When the query started, in milliseconds since the Unix epoch.
     pub start_epoch_millis: u64,
 }
@@ -248,7 +251,7 @@ pub(crate) fn collect_profile(
                     .as_ref()
                     .map_or(0, |s| s.stage_task_peak(stage, p))
             };
-            let mut profile = stage_profile(stage, node_ids, &readings, &tasks, peak);
+            let mut profile = stage_profile(stage, node_ids, &readings, &tasks, info.ended, peak);
             profile.id = base + stage;
             if let (Some(state), Some(monitor)) = (&plan_state, &monitor) {
                 profile.memory =
@@ -714,6 +717,7 @@ fn stage_profile(
     node_ids: &[usize],
     readings: &BTreeMap<usize, OperatorSnapshot>,
     tasks: &TaskMap,
+    ended: bool,
     stage_task_peak: impl Fn(usize) -> u64,
 ) -> StageProfile {
     // node ids are in pre-order: the stage's root comes first
@@ -742,9 +746,10 @@ fn stage_profile(
                 .filter(|&t| t > 0)
                 .min()
                 .unwrap_or(0);
-            // 0 while any of its operators still runs (in a running query's snapshot)
-            let running =
-                in_task().any(|s| s.started_epoch_millis > 0 && s.finished_epoch_millis == 0);
+            // in a running query's snapshot, 0 while any of its operators still runs (at
+            // the end, a stream not yet dropped does not count)
+            let running = !ended
+                && in_task().any(|s| s.started_epoch_millis > 0 && s.finished_epoch_millis == 0);
             let finish = if running {
                 0
             } else {
