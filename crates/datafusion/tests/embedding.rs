@@ -4,7 +4,7 @@
 
 use std::cmp::Ordering;
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -14,9 +14,7 @@ use datafusion::catalog::Session;
 use datafusion::common::{DFSchema, DFSchemaRef, Result};
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::execution::context::QueryPlanner;
-use datafusion::execution::memory_pool::{
-    GreedyMemoryPool, MemoryConsumer, MemoryLimit, MemoryPool, MemoryReservation,
-};
+use datafusion::execution::memory_pool::MemoryLimit;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::{FunctionRegistry, SessionStateBuilder};
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
@@ -31,6 +29,9 @@ use futures::StreamExt;
 use qprof_core::events::{Event, Listener, ListenerError};
 use qprof_core::profile::{QueryProfile, names};
 use qprof_datafusion::{Profiler, ProfilingSession};
+
+mod common;
+use common::AuditedPool;
 
 /// A leaf node of the application's own: the numbers 1..=n in column `x`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -115,57 +116,6 @@ impl QueryPlanner for AppPlanner {
     }
 }
 
-/// The application's memory pool: a limit, and its own record of what it was asked.
-#[derive(Debug)]
-struct AuditedPool {
-    inner: GreedyMemoryPool,
-    grows: AtomicUsize,
-    peak: AtomicUsize,
-}
-
-impl fmt::Display for AuditedPool {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "audited {}", self.inner)
-    }
-}
-
-impl AuditedPool {
-    fn note(&self) {
-        self.grows.fetch_add(1, Relaxed);
-        self.peak.fetch_max(self.inner.reserved(), Relaxed);
-    }
-}
-
-impl MemoryPool for AuditedPool {
-    fn name(&self) -> &str {
-        "audited"
-    }
-    fn register(&self, consumer: &MemoryConsumer) {
-        self.inner.register(consumer);
-    }
-    fn unregister(&self, consumer: &MemoryConsumer) {
-        self.inner.unregister(consumer);
-    }
-    fn grow(&self, reservation: &MemoryReservation, additional: usize) {
-        self.inner.grow(reservation, additional);
-        self.note();
-    }
-    fn shrink(&self, reservation: &MemoryReservation, shrink: usize) {
-        self.inner.shrink(reservation, shrink);
-    }
-    fn try_grow(&self, reservation: &MemoryReservation, additional: usize) -> Result<()> {
-        self.inner.try_grow(reservation, additional)?;
-        self.note();
-        Ok(())
-    }
-    fn reserved(&self) -> usize {
-        self.inner.reserved()
-    }
-    fn memory_limit(&self) -> MemoryLimit {
-        self.inner.memory_limit()
-    }
-}
-
 /// A listener that keeps what it is told.
 #[derive(Debug, Default)]
 struct Recorder(Mutex<Vec<Event>>);
@@ -214,11 +164,7 @@ fn app_session(profiler: &Profiler, pool: Arc<AuditedPool>) -> SessionContext {
 }
 
 fn audited_pool() -> Arc<AuditedPool> {
-    Arc::new(AuditedPool {
-        inner: GreedyMemoryPool::new(LIMIT),
-        grows: AtomicUsize::new(0),
-        peak: AtomicUsize::new(0),
-    })
+    Arc::new(AuditedPool::new(LIMIT))
 }
 
 fn numbers_frame(ctx: &SessionContext, n: i64) -> DataFrame {
@@ -335,11 +281,7 @@ async fn the_applications_planner_pool_and_functions_keep_working() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_applications_memory_limit_still_applies() {
     let profiler = Profiler::new();
-    let pool = Arc::new(AuditedPool {
-        inner: GreedyMemoryPool::new(1024),
-        grows: AtomicUsize::new(0),
-        peak: AtomicUsize::new(0),
-    });
+    let pool = Arc::new(AuditedPool::new(1024));
     let ctx = app_session(&profiler, pool);
     ctx.sql("SET datafusion.runtime.disk_manager.mode = 'Disabled'")
         .await

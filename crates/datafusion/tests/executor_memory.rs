@@ -3,13 +3,10 @@
 //! same peaks replayed from it.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
-use datafusion::common::Result;
 use datafusion::execution::SessionStateBuilder;
-use datafusion::execution::memory_pool::{
-    GreedyMemoryPool, MemoryConsumer, MemoryLimit, MemoryPool, MemoryReservation,
-};
+use datafusion::execution::memory_pool::MemoryPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use qprof_core::profile::{ProfileNode, QueryProfile, names};
@@ -20,50 +17,8 @@ use qprof_eventlog::replay::Replay;
 use qprof_eventlog::spark::EXECUTOR_METRIC_NAMES;
 use serde_json::Value;
 
-/// A pool that remembers the most it ever had reserved: the ground truth.
-#[derive(Debug)]
-struct PeakPool {
-    inner: GreedyMemoryPool,
-    peak: AtomicUsize,
-}
-
-impl std::fmt::Display for PeakPool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "PeakPool")
-    }
-}
-
-impl MemoryPool for PeakPool {
-    fn name(&self) -> &str {
-        "peak"
-    }
-    fn register(&self, consumer: &MemoryConsumer) {
-        self.inner.register(consumer);
-    }
-    fn unregister(&self, consumer: &MemoryConsumer) {
-        self.inner.unregister(consumer);
-    }
-    fn grow(&self, reservation: &MemoryReservation, additional: usize) {
-        self.inner.grow(reservation, additional);
-        self.peak
-            .fetch_max(self.inner.reserved(), Ordering::Relaxed);
-    }
-    fn shrink(&self, reservation: &MemoryReservation, shrink: usize) {
-        self.inner.shrink(reservation, shrink);
-    }
-    fn try_grow(&self, reservation: &MemoryReservation, additional: usize) -> Result<()> {
-        self.inner.try_grow(reservation, additional)?;
-        self.peak
-            .fetch_max(self.inner.reserved(), Ordering::Relaxed);
-        Ok(())
-    }
-    fn reserved(&self) -> usize {
-        self.inner.reserved()
-    }
-    fn memory_limit(&self) -> MemoryLimit {
-        self.inner.memory_limit()
-    }
-}
+mod common;
+use common::AuditedPool;
 
 fn find<'a>(node: &'a ProfileNode, name: &str) -> Option<&'a ProfileNode> {
     if node.name == name {
@@ -75,10 +30,7 @@ fn find<'a>(node: &'a ProfileNode, name: &str) -> Option<&'a ProfileNode> {
 /// Sorts 1 M random values in two partitions, with the event log in `dir`; the profile and
 /// the pool's peak.
 async fn sort_run(dir: &std::path::Path) -> (QueryProfile, usize) {
-    let pool = Arc::new(PeakPool {
-        inner: GreedyMemoryPool::new(1 << 30),
-        peak: AtomicUsize::new(0),
-    });
+    let pool = Arc::new(AuditedPool::new(1 << 30));
     let runtime = RuntimeEnvBuilder::new()
         .with_memory_pool(Arc::clone(&pool) as Arc<dyn MemoryPool>)
         .build_arc()
