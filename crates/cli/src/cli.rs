@@ -6,7 +6,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use qprof_tpch::ScaleFactor;
 
-use crate::data::{TableFormat, TableSpec, parse_size};
+use crate::data::{TableFormat, TableSpec, number_and_unit, parse_size};
 
 /// Runtime metrics and query profiles for DataFusion.
 #[derive(Debug, Parser)]
@@ -63,6 +63,37 @@ pub(crate) struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1", value_name = "ADDR")]
     pub bind: String,
+    /// How often the log directory is rescanned for new and changed logs, e.g. 10s, 1m.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub update_interval: std::time::Duration,
+    /// Memory for replayed applications, e.g. 2G; the least recently used are dropped
+    /// (and replayed again when asked for) beyond it.
+    #[arg(long, value_name = "SIZE", default_value = "2G", value_parser = parse_size)]
+    pub max_memory: usize,
+    /// Logs replayed at once (default: one per core).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub replay_threads: Option<u16>,
+}
+
+/// A duration such as `500ms`, `10s`, `5m`, `2h` or `7d` (a bare number is seconds).
+pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let (number, unit) = number_and_unit(s);
+    let seconds: f64 = match unit.as_str() {
+        "ms" => 0.001,
+        "" | "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        "d" => 86_400.0,
+        _ => return Err(format!("'{s}' is not a duration (e.g. 500ms, 10s, 5m, 7d)")),
+    };
+    match number.parse::<f64>() {
+        Ok(n) if n.is_finite() && n > 0.0 && n * seconds >= 0.001 && n * seconds < 1e10 => {
+            Ok(std::time::Duration::from_secs_f64(n * seconds))
+        }
+        _ => Err(format!(
+            "'{s}' is not a positive duration (e.g. 500ms, 10s, 5m, 7d)"
+        )),
+    }
 }
 
 /// How function calls are timed: the `qprof.expression.*` session options as flags.

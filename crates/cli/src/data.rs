@@ -290,12 +290,8 @@ pub(crate) fn split_statements(sql: &str) -> Result<Vec<String>> {
 /// A size in bytes from `512M`, `2G`, `1.5GiB`, `100k` or `1048576` (units are powers of
 /// 1024, as DataFusion's memory settings take them).
 pub(crate) fn parse_size(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let factor: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+    let (number, unit) = number_and_unit(s);
+    let factor: f64 = match unit.as_str() {
         "" | "b" => 1.0,
         "k" | "kb" | "kib" => 1024.0,
         "m" | "mb" | "mib" => 1024.0 * 1024.0,
@@ -311,6 +307,17 @@ pub(crate) fn parse_size(s: &str) -> Result<usize, String> {
             "'{s}' is not a positive size (e.g. 512M, 2G, 1048576)"
         )),
     }
+}
+
+/// A flag value such as `512M` or `10s` split into its number and its unit (trimmed, in
+/// lower case).
+pub(crate) fn number_and_unit(s: &str) -> (&str, String) {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    (number, unit.trim().to_ascii_lowercase())
 }
 
 #[cfg(test)]

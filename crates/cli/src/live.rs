@@ -115,7 +115,12 @@ impl LiveUi {
     ) -> Result<LiveUi> {
         std::fs::create_dir_all(log_dir)
             .with_context(|| format!("cannot create '{}'", log_dir.display()))?;
-        let store = qprof_server::LogStore::open(log_dir)
+        // the run's own log appears and grows while it runs: rescan often
+        let options = qprof_server::store::StoreOptions {
+            update_interval: std::time::Duration::from_secs(1),
+            ..Default::default()
+        };
+        let store = qprof_server::LogStore::open_with(log_dir, options)
             .with_context(|| format!("cannot read log directory '{}'", log_dir.display()))?;
         let listener = tokio::net::TcpListener::bind(address)
             .await

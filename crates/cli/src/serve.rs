@@ -10,11 +10,25 @@ use crate::cli::ServeArgs;
 /// `qprof serve`: the history server over a log directory, until interrupted.
 pub(crate) async fn serve(args: ServeArgs) -> Result<()> {
     let dir: &Path = &args.log_dir;
-    let store = qprof_server::LogStore::open(dir)
+    let defaults = qprof_server::store::StoreOptions::default();
+    let options = qprof_server::store::StoreOptions {
+        update_interval: args.update_interval,
+        max_memory_bytes: args.max_memory as u64,
+        replay_threads: args
+            .replay_threads
+            .map_or(defaults.replay_threads, usize::from),
+    };
+    std::fs::read_dir(dir)
         .with_context(|| format!("cannot read log directory '{}'", dir.display()))?;
     let listener = tokio::net::TcpListener::bind((args.bind.as_str(), args.port))
         .await
         .with_context(|| format!("cannot listen on {}:{}", args.bind, args.port))?;
+    // the scan (and its warnings) once the flags proved good
+    let store = Arc::new(
+        qprof_server::LogStore::open_with(dir, options)
+            .with_context(|| format!("cannot read log directory '{}'", dir.display()))?,
+    );
+    qprof_server::LogStore::spawn_scanner(&store);
     let address = listener
         .local_addr()
         .context("cannot read the bound address")?;
@@ -24,7 +38,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<()> {
     );
     use std::io::Write;
     std::io::stdout().flush().ok();
-    axum::serve(listener, qprof_server::router(Arc::new(store)))
+    axum::serve(listener, qprof_server::router(store))
         .await
         .context("the server stopped")
 }

@@ -426,6 +426,14 @@ fn serve_errors_are_one_line() {
         &qprof(&["serve", "--port", "99999"]),
         "invalid value '99999'",
     );
+    for (flag, value, message) in [
+        ("--update-interval", "0s", "not a positive duration"),
+        ("--update-interval", "soon", "not a duration"),
+        ("--max-memory", "lots", "not a size"),
+        ("--replay-threads", "0", "invalid value '0'"),
+    ] {
+        assert_one_line_error(&qprof(&["serve", flag, value]), message);
+    }
     // a port already taken
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();

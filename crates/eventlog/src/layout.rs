@@ -92,26 +92,75 @@ pub fn rolling_source(dir: &Path) -> Result<LogSource, EventLogError> {
     })
 }
 
+/// An entry of a log directory that is not a log that can be read, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedEntry {
+    /// The entry's name under the log directory.
+    pub name: String,
+    /// Why it was skipped, on one line.
+    pub reason: String,
+}
+
 /// Finds every application log directly under `dir`, sorted by name. Entries that are
-/// neither a rolling directory nor a plausible single-file log are ignored.
+/// neither a rolling directory nor a plausible single-file log are ignored; entries that
+/// cannot be read are left out (see [`discover_all`] for them).
+///
+/// # Errors
+/// Only if `dir` itself cannot be read.
 pub fn discover(dir: &Path) -> Result<Vec<LogSource>, EventLogError> {
+    discover_all(dir).map(|(sources, _)| sources)
+}
+
+/// Every application log directly under `dir`, sorted by name, and the entries that
+/// could not be read (a directory without permission, an entry that vanished while it
+/// was read), each with its reason. Hidden entries (`.name`) are not logs.
+///
+/// # Errors
+/// Only if `dir` itself cannot be read: one bad entry never fails the whole.
+pub fn discover_all(dir: &Path) -> Result<(Vec<LogSource>, Vec<SkippedEntry>), EventLogError> {
     let entries = std::fs::read_dir(dir).map_err(|e| EventLogError::io(dir, e))?;
     let mut sources = Vec::new();
+    let mut skipped = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|e| EventLogError::io(dir, e))?;
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => {
+                skipped.push(SkippedEntry {
+                    name: "?".to_string(),
+                    reason: format!("cannot read a directory entry: {e}"),
+                });
+                continue;
+            }
+        };
         let Some(name) = entry.file_name().to_str().map(str::to_string) else {
             continue;
         };
         if name.starts_with('.') {
             continue;
         }
-        let Ok(file_type) = entry.file_type() else {
-            continue;
+        let skip = |reason: String| SkippedEntry {
+            name: name.clone(),
+            reason,
         };
         let path = entry.path();
+        // a link is what it points to, if anything
+        let file_type = match entry.file_type() {
+            Ok(t) if t.is_symlink() => std::fs::metadata(&path).map(|m| m.file_type()),
+            other => other,
+        };
+        let file_type = match file_type {
+            Ok(t) => t,
+            Err(e) => {
+                skipped.push(skip(format!("cannot read {}: {e}", path.display())));
+                continue;
+            }
+        };
         if file_type.is_dir() {
             if name.starts_with(ROLLING_DIR_PREFIX) {
-                sources.push(rolling_source(&path)?);
+                match rolling_source(&path) {
+                    Ok(source) => sources.push(source),
+                    Err(e) => skipped.push(skip(e.to_string())),
+                }
             }
         } else if file_type.is_file() {
             let (rest, in_progress) = match name.strip_suffix(IN_PROGRESS_SUFFIX) {
@@ -128,7 +177,8 @@ pub fn discover(dir: &Path) -> Result<Vec<LogSource>, EventLogError> {
         }
     }
     sources.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(sources)
+    skipped.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok((sources, skipped))
 }
 
 #[cfg(test)]

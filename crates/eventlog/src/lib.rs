@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 pub mod codec;
 #[cfg(feature = "test-util")]
 pub mod compare;
+mod heap_size;
 pub mod layout;
 pub mod listener;
 pub mod profile_events;

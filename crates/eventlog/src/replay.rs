@@ -92,6 +92,11 @@ impl Replay {
         out
     }
 
+    /// Bytes the replay holds in memory: its state's heap and its own size.
+    pub fn resident_bytes(&self) -> u64 {
+        (std::mem::size_of::<Replay>() + self.state.heap_bytes()) as u64
+    }
+
     /// The log being replayed (as of the last refresh).
     pub fn source(&self) -> &LogSource {
         &self.source
@@ -139,27 +144,97 @@ impl Replay {
     }
 }
 
-/// Reads only what an application listing needs (log start, application start and end),
-/// skipping every other line by its prefix without parsing it.
+/// Bytes read at most from a log's head for its start events before reading it whole.
+const HEAD_BYTES: u64 = 1 << 20;
+/// Bytes read from a log's tail for its end event.
+const TAIL_BYTES: u64 = 64 << 10;
+
+/// Applies the listing events among `data`'s complete lines (and its unterminated rest when
+/// `final_part`) to `info`, skipping every other line by its prefix without parsing it;
+/// returns whether an application start was among them.
+fn apply_listing_events(data: &[u8], final_part: bool, info: &mut AppInfo) -> bool {
+    let mut started = false;
+    for_each_line(data, final_part, |line| {
+        let line = line.trim_ascii_start();
+        let wanted = match line.strip_prefix(b"{\"Event\":\"") {
+            Some(rest) => {
+                rest.starts_with(b"SparkListenerLogStart\"")
+                    || rest.starts_with(b"SparkListenerApplicationStart\"")
+                    || rest.starts_with(b"SparkListenerApplicationEnd\"")
+            }
+            // not in the compact form Spark writes: parse to be sure
+            None => line.starts_with(b"{"),
+        };
+        if wanted && let Ok(event) = serde_json::from_slice::<serde_json::Value>(line) {
+            started |= event.get("Event").and_then(serde_json::Value::as_str)
+                == Some(crate::spark::events::APPLICATION_START);
+            info.apply(&event);
+        }
+    });
+    started
+}
+
+/// Up to `limit` bytes from `offset` of an uncompressed file, and whether they reach its end.
+fn read_range(file: &LogFile, offset: u64, limit: u64) -> Result<(Vec<u8>, bool), EventLogError> {
+    let io = |e| EventLogError::io(&file.path, e);
+    let mut f = std::fs::File::open(&file.path).map_err(io)?;
+    let len = f.metadata().map_err(io)?.len();
+    f.seek(SeekFrom::Start(offset)).map_err(io)?;
+    let mut data = Vec::new();
+    f.take(limit).read_to_end(&mut data).map_err(io)?;
+    let to_end = offset + data.len() as u64 >= len;
+    Ok((data, to_end))
+}
+
+/// Reads only what an application listing needs (log start, application start and end):
+/// the head of its first file and the tail of its last, for uncompressed logs (a
+/// compressed file is decoded whole). Every other line is skipped by its prefix without
+/// parsing it.
 pub fn scan_info(source: &LogSource) -> Result<AppInfo, EventLogError> {
     let mut info = AppInfo::default();
-    for file in &source.files {
-        let data = read_new(file, 0)?;
-        for_each_line(&data, true, |line| {
-            let line = line.trim_ascii_start();
-            let wanted = match line.strip_prefix(b"{\"Event\":\"") {
-                Some(rest) => {
-                    rest.starts_with(b"SparkListenerLogStart\"")
-                        || rest.starts_with(b"SparkListenerApplicationStart\"")
-                        || rest.starts_with(b"SparkListenerApplicationEnd\"")
-                }
-                // not in the compact form Spark writes: parse to be sure
-                None => line.starts_with(b"{"),
-            };
-            if wanted && let Ok(event) = serde_json::from_slice(line) {
-                info.apply(&event);
+    let (Some(first), Some(last)) = (source.files.first(), source.files.last()) else {
+        return Ok(info);
+    };
+    let whole = |file: &LogFile, info: &mut AppInfo| -> Result<(), EventLogError> {
+        apply_listing_events(&read_new(file, 0)?, true, info);
+        Ok(())
+    };
+    let single = source.files.len() == 1;
+    // the head of the first file: log and application start
+    if first.codec != Codec::None {
+        whole(first, &mut info)?;
+        if single {
+            return Ok(info);
+        }
+    } else {
+        let (head, to_end) = read_range(first, 0, HEAD_BYTES)?;
+        let started = apply_listing_events(&head, to_end, &mut info);
+        if !started && !to_end {
+            // start events beyond the head (a large environment): the whole file
+            whole(first, &mut info)?;
+            if single {
+                return Ok(info);
             }
-        });
+        } else if to_end && single {
+            return Ok(info);
+        }
+    }
+    // the tail of the last file: application end
+    if last.codec != Codec::None {
+        whole(last, &mut info)?;
+    } else {
+        let len = std::fs::metadata(&last.path)
+            .map_err(|e| EventLogError::io(&last.path, e))?
+            .len();
+        let offset = len.saturating_sub(TAIL_BYTES);
+        let (tail, _) = read_range(last, offset, TAIL_BYTES)?;
+        // from the first whole line unless at the file's start
+        let from = if offset == 0 {
+            0
+        } else {
+            memchr::memchr(b'\n', &tail).map_or(tail.len(), |nl| nl + 1)
+        };
+        apply_listing_events(&tail[from..], true, &mut info);
     }
     Ok(info)
 }

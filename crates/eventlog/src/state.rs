@@ -385,7 +385,7 @@ impl Execution {
     /// first success (later ones are ignored), zero for indices that never reported.
     /// The maximum is named after the first report that reached it within its stage, and
     /// across stages after the first stage in Spark's order of the execution's stages
-    /// (see [`scala_order`]); a driver value above it names the driver.
+    /// (Scala's iteration order of a set of them); a driver value above it names the driver.
     pub fn metric_strings(&self, state: &AppState) -> HashMap<i64, String> {
         let stage_order = scala_order(
             &self
@@ -556,6 +556,19 @@ fn merge_peaks(into: &mut Option<ExecutorPeaks>, new: ExecutorPeaks) {
 }
 
 impl AppState {
+    /// Heap bytes the state holds, counted from what it holds (see `heap_size`).
+    pub fn heap_bytes(&self) -> usize {
+        use crate::heap_size::HeapSize;
+        self.info.heap_bytes()
+            + self.environment.heap_bytes()
+            + self.resource_profiles.heap_bytes()
+            + self.executors.heap_bytes()
+            + self.jobs.heap_bytes()
+            + self.stages.heap_bytes()
+            + self.executions.heap_bytes()
+            + self.stage_jobs.heap_bytes()
+    }
+
     /// Applies one log line. Blank lines are ignored; corrupt lines and unknown events are
     /// counted in [`AppState::skipped`].
     pub fn apply_line(&mut self, line: &[u8]) {

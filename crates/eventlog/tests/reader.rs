@@ -233,3 +233,66 @@ fn snapshot_lenient(state: &AppState) -> Vec<Value> {
     }
     out
 }
+
+/// The listing facts of a log read whole, for comparison with the head-and-tail scan.
+fn facts_read_whole(text: &str) -> qprof_eventlog::state::AppInfo {
+    let mut info = qprof_eventlog::state::AppInfo::default();
+    for line in text.lines() {
+        if let Ok(event) = serde_json::from_str::<Value>(line) {
+            info.apply(&event);
+        }
+    }
+    info
+}
+
+#[test]
+fn listing_facts_come_from_the_head_and_the_tail_of_large_logs() {
+    let text = oracle_text();
+    let (head, rest) = text.split_at(
+        text.find("{\"Event\":\"SparkListenerApplicationStart\"")
+            .unwrap(),
+    );
+    // megabytes of events between the start and the end, and a large environment
+    // before the start in a second log
+    let filler: String = (0..40_000)
+        .map(|i| {
+            format!(
+                "{{\"Event\":\"SparkListenerUnknownFiller\",\"n\":{i},\"pad\":\"{}\"}}\n",
+                "x".repeat(40)
+            )
+        })
+        .collect();
+    let (body, end) = rest.split_at(
+        rest.find("{\"Event\":\"SparkListenerApplicationEnd\"")
+            .unwrap(),
+    );
+    let large = format!("{head}{body}{filler}{end}");
+    let late_start = format!("{filler}{head}{body}{end}");
+    assert!(large.len() > 2 << 20);
+    for (name, log) in [("large", &large), ("late-start", &late_start)] {
+        let dir = temp_dir(name);
+        write_single(&dir, APP, log.as_bytes());
+        let source = discover(&dir).unwrap().remove(0);
+        let scanned = scan_info(&source).unwrap();
+        let whole = facts_read_whole(log);
+        assert!(whole.end_time.is_some() && whole.id.is_some());
+        assert_eq!(
+            (
+                scanned.id,
+                scanned.name,
+                scanned.start_time,
+                scanned.end_time,
+                scanned.spark_version
+            ),
+            (
+                whole.id,
+                whole.name,
+                whole.start_time,
+                whole.end_time,
+                whole.spark_version
+            ),
+            "{name}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -9,7 +9,7 @@ use qprof_eventlog::rest::{self, AttemptSource, RestError, StageOptions};
 use qprof_eventlog::state::AppState;
 use serde_json::{Value, json};
 
-use crate::store::{ListedApp, LogStore};
+use crate::store::{ListedApp, LogStore, StoreStatus};
 
 /// What an API request produces.
 #[derive(Debug)]
@@ -326,6 +326,7 @@ fn app_resource(store: &LogStore, app: &ListedApp, path: &[&str], params: &Param
 /// Answers `GET /qprof/v1/<segments>`: qprof's additions to Spark's API.
 pub fn qprof_v1(store: &LogStore, segments: &[&str]) -> ApiResult {
     match segments {
+        ["status"] => Ok(Answer::Json(status_json(&store.status()))),
         ["applications", id, "sql", exec, "profile"] => {
             let attempts = store.attempts(id)?;
             let app = attempts
@@ -355,6 +356,27 @@ pub fn qprof_v1(store: &LogStore, segments: &[&str]) -> ApiResult {
             segments.join("/")
         ))),
     }
+}
+
+/// `/qprof/v1/status`: the log directory as the server last scanned it (the entries it
+/// skipped and why) and its replay cache.
+fn status_json(status: &StoreStatus) -> Value {
+    let c = &status.cache;
+    json!({
+        "logDirectory": status.dir.display().to_string(),
+        "applications": status.applications,
+        "skipped": status.skipped.iter().map(|s| json!({"entry": s.name, "reason": s.reason})).collect::<Vec<_>>(),
+        "lastScan": (status.last_scan_millis > 0).then(|| qprof_eventlog::spark::format_date(status.last_scan_millis)),
+        "scans": status.scans,
+        "directoryError": status.dir_error,
+        "cache": {
+            "resident": c.resident,
+            "residentBytes": c.resident_bytes,
+            "budgetBytes": c.budget_bytes,
+            "loads": c.loads,
+            "evictions": c.evictions,
+        },
+    })
 }
 
 /// The application's log files as a zip, entries named as in the log directory.

@@ -40,6 +40,7 @@ type Shared = Arc<LogStore>;
 /// progress, the memory now).
 pub fn live_router(store: LogStore, live: Arc<dyn LiveSource>) -> Router {
     let store = Arc::new(store.with_live(Arc::clone(&live)));
+    LogStore::spawn_scanner(&store);
     let answer = {
         let live = Arc::clone(&live);
         move || {

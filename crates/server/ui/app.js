@@ -282,8 +282,20 @@
 
   // ------------------------------------------------------------------ page: applications
 
+  // The entries of the log directory the server skipped, on one line (none: nothing).
+  function skippedLine(status) {
+    const skipped = (status && status.skipped) || [];
+    const problems = skipped.map((s) => `${s.entry}: ${s.reason}`);
+    if (status && status.directoryError) problems.unshift(`log directory: ${status.directoryError}`);
+    if (!problems.length) return null;
+    const what = skipped.length === 1 ? '1 entry' : `${skipped.length} entries`;
+    return h('p', { class: 'muted', id: 'skipped-entries', title: problems.join('\n') },
+      status.directoryError ? `The log directory could not be read at the last scan; ${what} skipped.`
+        : `${what} of the log directory skipped (not readable event logs): ${problems.slice(0, 3).join('; ')}${problems.length > 3 ? '; …' : ''}`);
+  }
+
   async function pageApps() {
-    const apps = await getJson(API);
+    const [apps, status] = await Promise.all([getJson(API), optional(getJson('/qprof/v1/status'))]);
     const rows = (apps || []).map((app) => {
       const at = (app.attempts && app.attempts[0]) || {};
       const id = app.id;
@@ -303,6 +315,7 @@
       crumbs: [['Applications', '#/']],
       nodes: [
         pageHeader('Applications', null, `${rows.length} application${rows.length === 1 ? '' : 's'} in the event log directory`),
+        skippedLine(status),
         card(null, null, table({ id: 'apps' },
           ['App ID', 'Name', 'Started', 'Ended', ['Duration', 'num'], 'User', 'Status', 'Spark'],
           rows, 'No applications found')),

@@ -1,0 +1,232 @@
+//! How many bytes of heap a replayed state holds, counted from what it holds: each
+//! string's and vector's capacity, each map's entries with the layout overhead of the
+//! standard library's maps, and JSON values recursively. A cache budgets replays with it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::mem::size_of;
+
+use qprof_core::metric::TaskValue;
+use serde_json::Value;
+
+/// Heap bytes a value owns (not its own inline size).
+pub(crate) trait HeapSize {
+    /// Heap bytes owned.
+    fn heap_bytes(&self) -> usize;
+}
+
+macro_rules! no_heap {
+    ($($t:ty),*) => { $(impl HeapSize for $t { fn heap_bytes(&self) -> usize { 0 } })* };
+}
+no_heap!(bool, i64, u64, u32, TaskValue);
+
+impl HeapSize for String {
+    fn heap_bytes(&self) -> usize {
+        self.capacity()
+    }
+}
+
+impl<T: HeapSize> HeapSize for Option<T> {
+    fn heap_bytes(&self) -> usize {
+        self.as_ref().map_or(0, HeapSize::heap_bytes)
+    }
+}
+
+impl<T: HeapSize> HeapSize for Box<T> {
+    fn heap_bytes(&self) -> usize {
+        size_of::<T>() + (**self).heap_bytes()
+    }
+}
+
+impl<T: HeapSize> HeapSize for Vec<T> {
+    fn heap_bytes(&self) -> usize {
+        self.capacity() * size_of::<T>() + self.iter().map(HeapSize::heap_bytes).sum::<usize>()
+    }
+}
+
+impl<T: HeapSize, const N: usize> HeapSize for [T; N] {
+    fn heap_bytes(&self) -> usize {
+        self.iter().map(HeapSize::heap_bytes).sum()
+    }
+}
+
+impl<A: HeapSize, B: HeapSize> HeapSize for (A, B) {
+    fn heap_bytes(&self) -> usize {
+        self.0.heap_bytes() + self.1.heap_bytes()
+    }
+}
+
+impl<A: HeapSize, B: HeapSize, C: HeapSize> HeapSize for (A, B, C) {
+    fn heap_bytes(&self) -> usize {
+        self.0.heap_bytes() + self.1.heap_bytes() + self.2.heap_bytes()
+    }
+}
+
+impl<T: HeapSize, E: HeapSize> HeapSize for Result<T, E> {
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Ok(v) => v.heap_bytes(),
+            Err(e) => e.heap_bytes(),
+        }
+    }
+}
+
+/// A B-tree's nodes hold up to 11 entries and are about 6/11 full when filled in key
+/// order, as logs fill them: about twice the entries' size, plus a node header per 6.
+fn btree_bytes(len: usize, entry: usize) -> usize {
+    len * entry * 11 / 6 + len.div_ceil(6) * 16
+}
+
+impl<K: HeapSize, V: HeapSize> HeapSize for BTreeMap<K, V> {
+    fn heap_bytes(&self) -> usize {
+        btree_bytes(self.len(), size_of::<K>() + size_of::<V>())
+            + self
+                .iter()
+                .map(|(k, v)| k.heap_bytes() + v.heap_bytes())
+                .sum::<usize>()
+    }
+}
+
+/// A hash table: buckets for its capacity at 7/8 load, each an entry and a control byte.
+fn hash_table_bytes(capacity: usize, entry: usize) -> usize {
+    if capacity == 0 {
+        return 0;
+    }
+    let buckets = (capacity * 8 / 7).next_power_of_two();
+    buckets * (entry + 1) + 16
+}
+
+impl<K: HeapSize, V: HeapSize, S> HeapSize for HashMap<K, V, S> {
+    fn heap_bytes(&self) -> usize {
+        hash_table_bytes(self.capacity(), size_of::<K>() + size_of::<V>())
+            + self
+                .iter()
+                .map(|(k, v)| k.heap_bytes() + v.heap_bytes())
+                .sum::<usize>()
+    }
+}
+
+impl HeapSize for Value {
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+            Value::String(s) => s.capacity(),
+            Value::Array(items) => {
+                items.capacity() * size_of::<Value>()
+                    + items.iter().map(HeapSize::heap_bytes).sum::<usize>()
+            }
+            // an ordered map: a vector of (hash, key, value) and a table of indices
+            Value::Object(map) => {
+                let entry = size_of::<u64>() + size_of::<String>() + size_of::<Value>();
+                map.len() * entry
+                    + hash_table_bytes(map.len(), size_of::<usize>())
+                    + map
+                        .iter()
+                        .map(|(k, v)| k.capacity() + v.heap_bytes())
+                        .sum::<usize>()
+            }
+        }
+    }
+}
+
+use crate::profile_json::QueryJson;
+use crate::state::{AppInfo, Execution, Executor, Job, Stage, Task, TaskMetrics};
+
+no_heap!(TaskMetrics);
+
+impl HeapSize for AppInfo {
+    fn heap_bytes(&self) -> usize {
+        self.spark_version.heap_bytes()
+            + self.id.heap_bytes()
+            + self.name.heap_bytes()
+            + self.attempt_id.heap_bytes()
+            + self.user.heap_bytes()
+    }
+}
+
+impl HeapSize for Executor {
+    fn heap_bytes(&self) -> usize {
+        self.id.heap_bytes()
+            + self.host.heap_bytes()
+            + self.remove_reason.heap_bytes()
+            + self.log_urls.heap_bytes()
+            + self.attributes.heap_bytes()
+            + self.resources.heap_bytes()
+    }
+}
+
+impl HeapSize for Job {
+    fn heap_bytes(&self) -> usize {
+        self.name.heap_bytes()
+            + self.description.heap_bytes()
+            + self.stage_ids.heap_bytes()
+            + self.job_group.heap_bytes()
+            + self.job_tags.heap_bytes()
+    }
+}
+
+impl HeapSize for Task {
+    fn heap_bytes(&self) -> usize {
+        self.executor_id.heap_bytes()
+            + self.host.heap_bytes()
+            + self.locality.heap_bytes()
+            + self.error_message.heap_bytes()
+    }
+}
+
+impl HeapSize for Stage {
+    fn heap_bytes(&self) -> usize {
+        self.name.heap_bytes()
+            + self.rdd_ids.heap_bytes()
+            + self.parent_ids.heap_bytes()
+            + self.details.heap_bytes()
+            + self.failure_reason.heap_bytes()
+            + self.description.heap_bytes()
+            + self.pool.heap_bytes()
+            + self.accumulables.heap_bytes()
+            + self.tasks.heap_bytes()
+            + self.executor_peaks.heap_bytes()
+    }
+}
+
+/// qprof's profile, estimated by the size of its JSON: its numbers and names are about as
+/// large in memory as in text.
+impl HeapSize for QueryJson {
+    fn heap_bytes(&self) -> usize {
+        serde_json::to_vec(self).map_or(0, |json| json.len())
+    }
+}
+
+impl HeapSize for Execution {
+    fn heap_bytes(&self) -> usize {
+        self.description.heap_bytes()
+            + self.details.heap_bytes()
+            + self.plan_description.heap_bytes()
+            + self.plan_info.heap_bytes()
+            + self.error_message.heap_bytes()
+            + self.query_id.heap_bytes()
+            + self.modified_configs.heap_bytes()
+            + self.job_ids.heap_bytes()
+            + self.metric_types.heap_bytes()
+            + self.task_values.heap_bytes()
+            + self.driver_values.heap_bytes()
+            + self.qprof_profile.heap_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn containers_count_their_capacity_and_their_items() {
+        let mut v: Vec<String> = Vec::with_capacity(4);
+        v.push("abc".to_string());
+        assert_eq!(v.heap_bytes(), 4 * size_of::<String>() + 3);
+        let value: Value = serde_json::json!({"a": [1, 2], "b": "xyz"});
+        assert!(value.heap_bytes() > 2 * size_of::<Value>() + 3);
+        let map: BTreeMap<i64, String> = (0..60).map(|i| (i, "x".repeat(10))).collect();
+        let entries = 60 * (8 + size_of::<String>());
+        let held = map.heap_bytes() - 60 * 10;
+        assert!(held > entries && held < 3 * entries, "{held} for {entries}");
+    }
+}

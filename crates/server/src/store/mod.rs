@@ -1,0 +1,258 @@
+//! The log directory as the server sees it: an index of its applications, kept by a
+//! scanner in the background, and their replays in a cache bounded in bytes.
+//!
+//! Requests read the index and never scan the directory; the scanner rescans it every
+//! update interval (and at once when a request names an application the index does not
+//! know), re-reading only logs whose files changed. An entry that cannot be read is
+//! skipped, reported once and counted, and never fails the listing. Applications are
+//! addressed by the ids inside their logs; a client-supplied id is only ever compared
+//! with those, never turned into a path.
+
+mod cache;
+mod index;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+use qprof_eventlog::EventLogError;
+use qprof_eventlog::profile_events::IdCounters;
+use qprof_eventlog::replay::Replay;
+
+pub use cache::CacheStats;
+pub use index::{ListedApp, Skipped};
+
+use crate::live::LiveSource;
+use cache::ReplayCache;
+use index::Index;
+
+/// How a store scans and what it keeps.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// How often the background scanner rescans the directory (Spark's
+    /// `spark.history.fs.update.interval`).
+    pub update_interval: Duration,
+    /// Bytes of replays kept in memory; the least recently used are dropped beyond it.
+    pub max_memory_bytes: u64,
+    /// Logs replayed at once (Spark's `spark.history.fs.numReplayThreads`).
+    pub replay_threads: usize,
+}
+
+impl Default for StoreOptions {
+    /// Spark's 10 s interval, 2 GiB of replays, a replay thread per core.
+    fn default() -> StoreOptions {
+        StoreOptions {
+            update_interval: Duration::from_secs(10),
+            max_memory_bytes: 2 << 30,
+            replay_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+        }
+    }
+}
+
+/// The state of the store for `/qprof/v1/status`.
+#[derive(Debug, Clone)]
+pub struct StoreStatus {
+    /// The directory served.
+    pub dir: PathBuf,
+    /// Applications listed.
+    pub applications: usize,
+    /// Entries skipped, with their reasons.
+    pub skipped: Vec<Skipped>,
+    /// When the last scan ended, epoch ms (0: never).
+    pub last_scan_millis: i64,
+    /// Scans of the directory since the server started.
+    pub scans: u64,
+    /// Why the last scan could not read the directory, if it could not.
+    pub dir_error: Option<String>,
+    /// The replay cache.
+    pub cache: CacheStats,
+}
+
+/// The applications of one log directory.
+pub struct LogStore {
+    dir: PathBuf,
+    options: StoreOptions,
+    index: RwLock<Arc<Index>>,
+    /// Held while scanning: one scan at a time; its value is when the last one started.
+    scanning: Mutex<Option<Instant>>,
+    scans: AtomicU64,
+    cache: ReplayCache,
+    live: Option<Arc<dyn LiveSource>>,
+}
+
+impl std::fmt::Debug for LogStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogStore").field("dir", &self.dir).finish()
+    }
+}
+
+impl LogStore {
+    /// A store over `dir` with the default options, scanned once; see
+    /// [`LogStore::open_with`].
+    pub fn open(dir: &Path) -> Result<LogStore, EventLogError> {
+        LogStore::open_with(dir, StoreOptions::default())
+    }
+
+    /// A store over `dir`, scanned once before it returns (an empty directory is served
+    /// empty). Call [`LogStore::spawn_scanner`] to keep it up to date.
+    ///
+    /// # Errors
+    /// If `dir` cannot be read; an entry in it that cannot be read is skipped instead.
+    pub fn open_with(dir: &Path, options: StoreOptions) -> Result<LogStore, EventLogError> {
+        std::fs::read_dir(dir).map_err(|e| EventLogError::io(dir, e))?;
+        let store = LogStore {
+            dir: dir.to_path_buf(),
+            cache: ReplayCache::new(options.max_memory_bytes, options.replay_threads),
+            options,
+            index: RwLock::new(Arc::new(Index::default())),
+            scanning: Mutex::new(None),
+            scans: AtomicU64::new(0),
+            live: None,
+        };
+        store.scan();
+        Ok(store)
+    }
+
+    /// This store, with the application `live` runs completed by its running queries:
+    /// replays of its log (in progress) include them, as far as they got.
+    pub fn with_live(self, live: Arc<dyn LiveSource>) -> LogStore {
+        LogStore {
+            live: Some(live),
+            ..self
+        }
+    }
+
+    /// This store, calling `hook` with a log's entry name on the loading thread before it
+    /// replays that log from the start (for instrumentation, and for tests that hold a
+    /// load).
+    pub fn with_load_hook(mut self, hook: Arc<dyn Fn(&str) + Send + Sync>) -> LogStore {
+        self.cache.before_load = Some(hook);
+        self
+    }
+
+    /// Rescans the directory every update interval on a thread of its own, for as long
+    /// as `store` lives.
+    pub fn spawn_scanner(store: &Arc<LogStore>) {
+        let weak: Weak<LogStore> = Arc::downgrade(store);
+        let interval = store.options.update_interval;
+        let spawned = std::thread::Builder::new()
+            .name("qprof-log-scanner".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(interval);
+                    let Some(store) = weak.upgrade() else {
+                        return;
+                    };
+                    store.scan();
+                }
+            });
+        if let Err(e) = spawned {
+            eprintln!("cannot start the log scanner ({e}): the listing is read at requests");
+        }
+    }
+
+    /// The directory served.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn index(&self) -> Arc<Index> {
+        Arc::clone(&self.index.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Scans the directory now, re-reading only logs that changed.
+    pub fn scan(&self) {
+        let mut last = self.scanning.lock().unwrap_or_else(|e| e.into_inner());
+        self.scan_holding(&mut last);
+    }
+
+    /// Scans unless a scan started after `asked` (requests that arrive together share
+    /// one scan: they wait for the one under way).
+    fn scan_since(&self, asked: Instant) {
+        let mut last = self.scanning.lock().unwrap_or_else(|e| e.into_inner());
+        if last.is_none_or(|started| started < asked) {
+            self.scan_holding(&mut last);
+        }
+    }
+
+    fn scan_holding(&self, last: &mut Option<Instant>) {
+        *last = Some(Instant::now());
+        let previous = self.index();
+        let next = index::scan(&self.dir, &previous, self.options.replay_threads);
+        self.cache.retain(|name| next.apps.contains_key(name));
+        *self.index.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
+        self.scans.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Every application attempt in the index.
+    pub fn list(&self) -> Result<Vec<ListedApp>, EventLogError> {
+        Ok(self.index().apps.values().cloned().collect())
+    }
+
+    /// The attempts of application `id`, newest first; an id the index does not know
+    /// makes it rescan first, so a new log is found without waiting for the scanner.
+    pub fn attempts(&self, id: &str) -> Result<Vec<ListedApp>, EventLogError> {
+        let asked = Instant::now();
+        let find = || -> Vec<ListedApp> {
+            self.index()
+                .apps
+                .values()
+                .filter(|a| a.id() == id)
+                .cloned()
+                .collect()
+        };
+        let mut attempts = find();
+        if attempts.is_empty() {
+            self.scan_since(asked);
+            attempts = find();
+        }
+        attempts.sort_by(|a, b| {
+            b.info
+                .start_time
+                .cmp(&a.info.start_time)
+                .then_with(|| b.info.attempt_id.cmp(&a.info.attempt_id))
+        });
+        Ok(attempts)
+    }
+
+    /// The replayed state of one attempt, brought up to date with its log (and, for the
+    /// live application, with the queries it runs now).
+    pub fn replay(&self, app: &ListedApp) -> Result<Arc<Replay>, EventLogError> {
+        let logged = self.cache.get(app)?;
+        Ok(self.with_running(logged))
+    }
+
+    /// What the store holds, skipped and did.
+    pub fn status(&self) -> StoreStatus {
+        let index = self.index();
+        StoreStatus {
+            dir: self.dir.clone(),
+            applications: index.apps.len(),
+            skipped: index.skipped.values().cloned().collect(),
+            last_scan_millis: index.scanned_at,
+            scans: self.scans.load(Ordering::Relaxed),
+            dir_error: index.dir_error.clone(),
+            cache: self.cache.stats(),
+        }
+    }
+
+    /// `replay`, completed by the live application's running queries if it is that
+    /// application's and they got anywhere.
+    fn with_running(&self, replay: Arc<Replay>) -> Arc<Replay> {
+        let Some(live) = &self.live else {
+            return replay;
+        };
+        let source = replay.source();
+        let live_log = live.log_path();
+        let live_name = live_log.as_deref().and_then(Path::file_name);
+        if !source.in_progress || live_name != Some(std::ffi::OsStr::new(&source.name)) {
+            return replay;
+        }
+        let events = live.running_events(&mut IdCounters::after(replay.state()));
+        if events.is_empty() {
+            return replay;
+        }
+        Arc::new(replay.with_events(&events))
+    }
+}

@@ -1,0 +1,274 @@
+//! The log store at scale: entries that are not readable logs are skipped and reported,
+//! requests read the index instead of the directory, replays stay within a byte budget,
+//! and one application's load neither repeats nor blocks the others.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use qprof_server::store::StoreOptions;
+use qprof_server::{LogStore, router};
+use serde_json::Value;
+use tower::ServiceExt;
+
+/// The Spark 4.3 application every copy is made of.
+const ORACLE_APP: &str = "local-1795333320377";
+
+fn oracle_log() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/spark-4.3/events")
+        .join(format!("eventlog_v2_{ORACLE_APP}"))
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("qprof-store-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Copies the oracle application into `dir` as application `local-<n>`; returns its id.
+fn copy_app(dir: &Path, n: u64) -> String {
+    let id = format!("local-{n}");
+    let to = dir.join(format!("eventlog_v2_{id}"));
+    std::fs::create_dir_all(&to).unwrap();
+    for file in std::fs::read_dir(oracle_log()).unwrap() {
+        let file = file.unwrap();
+        let name = file.file_name().to_string_lossy().replace(ORACLE_APP, &id);
+        let text = std::fs::read_to_string(file.path())
+            .unwrap()
+            .replace(ORACLE_APP, &id);
+        std::fs::write(to.join(name), text).unwrap();
+    }
+    id
+}
+
+fn options(max_memory_bytes: u64) -> StoreOptions {
+    StoreOptions {
+        update_interval: Duration::from_secs(3600),
+        max_memory_bytes,
+        replay_threads: 2,
+    }
+}
+
+async fn get(store: &Arc<LogStore>, uri: &str) -> (StatusCode, Value) {
+    let response = router(Arc::clone(store))
+        .oneshot(Request::get(uri).body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let json = serde_json::from_slice(&body)
+        .unwrap_or_else(|e| panic!("{uri}: not JSON ({e}): {}", String::from_utf8_lossy(&body)));
+    (status, json)
+}
+
+async fn status(store: &Arc<LogStore>) -> Value {
+    let (code, json) = get(store, "/qprof/v1/status").await;
+    assert_eq!(code, StatusCode::OK);
+    json
+}
+
+#[tokio::test]
+async fn entries_that_are_not_readable_logs_are_skipped_counted_and_explained() {
+    let dir = temp_dir("skipped");
+    let good = copy_app(&dir, 1);
+    // a log whose event file cannot be read (it is a directory)
+    let unreadable = dir.join("eventlog_v2_local-2");
+    std::fs::create_dir_all(unreadable.join("events_1_local-2")).unwrap();
+    std::fs::write(unreadable.join("appstatus_local-2"), "").unwrap();
+    // a log cut inside its first line, an empty one, a file that is no log, a dangling link
+    let first = std::fs::read(oracle_log().join(format!("events_1_{ORACLE_APP}"))).unwrap();
+    std::fs::write(dir.join("local-3"), &first[..40]).unwrap();
+    std::fs::write(dir.join("local-4"), "").unwrap();
+    std::fs::write(dir.join("notes.txt"), "not an event log\n").unwrap();
+    std::os::unix::fs::symlink(dir.join("gone"), dir.join("local-5")).unwrap();
+
+    let store = Arc::new(LogStore::open_with(&dir, options(1 << 30)).unwrap());
+    let (code, apps) = get(&store, "/api/v1/applications").await;
+    assert_eq!(code, StatusCode::OK);
+    let ids: Vec<&str> = apps
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [good.as_str()]);
+    let status = status(&store).await;
+    let reasons: Vec<(String, String)> = status["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["entry"].as_str().unwrap().to_string(),
+                s["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let reason = |entry: &str| {
+        reasons
+            .iter()
+            .find(|(e, _)| e == entry)
+            .map(|(_, r)| r.as_str())
+            .unwrap_or_else(|| panic!("{entry} not skipped: {reasons:?}"))
+    };
+    assert_eq!(reasons.len(), 5, "{reasons:?}");
+    assert!(
+        reason("eventlog_v2_local-2").contains("directory"),
+        "{reasons:?}"
+    );
+    assert!(
+        reason("local-3").contains("no application start"),
+        "{reasons:?}"
+    );
+    assert_eq!(reason("local-4"), "empty");
+    assert!(
+        reason("notes.txt").contains("no application start"),
+        "{reasons:?}"
+    );
+    assert!(reason("local-5").contains("No such file"), "{reasons:?}");
+    assert_eq!(status["applications"], 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_missing_log_directory_is_an_error_and_an_empty_one_is_served_empty() {
+    let dir = temp_dir("missing");
+    let err = LogStore::open(&dir.join("nope")).unwrap_err();
+    assert!(err.to_string().contains("nope"), "{err}");
+    let store = LogStore::open(&dir).unwrap();
+    assert!(store.list().unwrap().is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn requests_read_the_index_and_an_unknown_id_rescans() {
+    let dir = temp_dir("index");
+    let first = copy_app(&dir, 1);
+    let store = Arc::new(LogStore::open_with(&dir, options(1 << 30)).unwrap());
+    let scans = |s: &Value| s["scans"].as_u64().unwrap();
+    let before = scans(&status(&store).await);
+    for path in ["", "/jobs", "/stages", "/sql", "/executors"] {
+        let (code, _) = get(&store, &format!("/api/v1/applications/{first}{path}")).await;
+        assert_eq!(code, StatusCode::OK, "{path}");
+    }
+    get(&store, "/api/v1/applications").await;
+    assert_eq!(scans(&status(&store).await), before, "a request scanned");
+    // a log that appears after the last scan is found when asked for
+    let second = copy_app(&dir, 2);
+    let (code, _) = get(&store, &format!("/api/v1/applications/{second}/jobs")).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(scans(&status(&store).await), before + 1);
+    let (code, _) = get(&store, "/api/v1/applications/local-999/jobs").await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn replays_stay_within_their_budget_and_answer_as_a_fresh_server() {
+    let dir = temp_dir("budget");
+    let ids: Vec<String> = (1..=5).map(|n| copy_app(&dir, n)).collect();
+    // one replay's size, as the cache accounts it
+    let probe = Arc::new(LogStore::open_with(&dir, options(u64::MAX)).unwrap());
+    get(&probe, &format!("/api/v1/applications/{}/jobs", ids[0])).await;
+    let one = status(&probe).await["cache"]["residentBytes"]
+        .as_u64()
+        .unwrap();
+    assert!(one > 0);
+    let store = Arc::new(LogStore::open_with(&dir, options(one * 5 / 2)).unwrap());
+    for (round, id) in ids.iter().chain(ids.iter()).enumerate() {
+        for path in ["jobs", "stages", "sql", "allexecutors"] {
+            let uri = format!("/api/v1/applications/{id}/{path}");
+            let (code, got) = get(&store, &uri).await;
+            assert_eq!(code, StatusCode::OK, "{uri}");
+            let fresh = Arc::new(LogStore::open_with(&dir, options(u64::MAX)).unwrap());
+            assert_eq!(got, get(&fresh, &uri).await.1, "{uri}");
+        }
+        let cache = status(&store).await["cache"].clone();
+        assert!(
+            cache["resident"].as_u64().unwrap() <= 2,
+            "round {round}: {cache}"
+        );
+        assert!(
+            cache["residentBytes"].as_u64() <= cache["budgetBytes"].as_u64(),
+            "{cache}"
+        );
+    }
+    let cache = status(&store).await["cache"].clone();
+    // every application was loaded twice: evicted in between
+    assert_eq!(cache["loads"], 10, "{cache}");
+    assert_eq!(cache["evictions"], 8, "{cache}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_application_loads_once_and_its_load_blocks_no_other() {
+    let dir = temp_dir("flight");
+    let cached = copy_app(&dir, 1);
+    let slow = copy_app(&dir, 2);
+    // the slow application's loads wait until the test opens the gate
+    let gate = Arc::new((Mutex::new(false), Condvar::new()));
+    let held = Arc::new(AtomicUsize::new(0));
+    let hook = {
+        let (gate, held) = (Arc::clone(&gate), Arc::clone(&held));
+        let slow_log = format!("eventlog_v2_{slow}");
+        Arc::new(move |name: &str| {
+            if name == slow_log {
+                held.fetch_add(1, Ordering::SeqCst);
+                let (open, opened) = &*gate;
+                let mut open = open.lock().unwrap();
+                while !*open {
+                    open = opened.wait(open).unwrap();
+                }
+            }
+        })
+    };
+    let store = Arc::new(
+        LogStore::open_with(&dir, options(1 << 30))
+            .unwrap()
+            .with_load_hook(hook),
+    );
+    let (code, _) = get(&store, &format!("/api/v1/applications/{cached}/jobs")).await;
+    assert_eq!(code, StatusCode::OK);
+    // two requests for the slow application, at once
+    let answers = Arc::new(Mutex::new(Vec::new()));
+    let requests: Vec<_> = (0..2)
+        .map(|_| {
+            let (store, answers, slow) = (Arc::clone(&store), Arc::clone(&answers), slow.clone());
+            tokio::spawn(async move {
+                let answer = get(&store, &format!("/api/v1/applications/{slow}/stages")).await;
+                answers.lock().unwrap().push(answer);
+            })
+        })
+        .collect();
+    while held.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // the slow load is held: the listing and the cached application still answer
+    let (code, apps) = get(&store, "/api/v1/applications").await;
+    assert_eq!((code, apps.as_array().unwrap().len()), (StatusCode::OK, 2));
+    let (code, _) = get(&store, &format!("/api/v1/applications/{cached}/stages")).await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(
+        answers.lock().unwrap().is_empty(),
+        "the slow load was not held"
+    );
+    *gate.0.lock().unwrap() = true;
+    gate.1.notify_all();
+    for request in requests {
+        request.await.unwrap();
+    }
+    let answers = std::mem::take(&mut *answers.lock().unwrap());
+    assert_eq!(answers.len(), 2);
+    assert!(answers.iter().all(|(code, _)| *code == StatusCode::OK));
+    assert_eq!(answers[0].1, answers[1].1);
+    assert_eq!(held.load(Ordering::SeqCst), 1, "the slow log loaded twice");
+    assert_eq!(status(&store).await["cache"]["loads"], 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
