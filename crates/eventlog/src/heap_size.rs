@@ -1,6 +1,8 @@
 //! How many bytes of heap a replayed state holds, counted from what it holds: each
-//! string's and vector's capacity, each map's entries with the layout overhead of the
-//! standard library's maps, and JSON values recursively. A cache budgets replays with it.
+//! string's and vector's capacity, each map's nodes or table with the layout of the
+//! standard library's maps, JSON values recursively, and for every allocation the
+//! allocator's own rounding and header (glibc's: 8 bytes, in 16-byte steps, 32 at least).
+//! A cache budgets replays with it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::mem::size_of;
@@ -10,8 +12,17 @@ use serde_json::Value;
 
 /// Heap bytes a value owns (not its own inline size).
 pub(crate) trait HeapSize {
-    /// Heap bytes owned.
+    /// Heap bytes owned, allocator overhead included.
     fn heap_bytes(&self) -> usize;
+}
+
+/// What an allocation of `n` bytes takes from the allocator.
+fn chunk(n: usize) -> usize {
+    if n == 0 {
+        0
+    } else {
+        (n + 8).div_ceil(16).max(2) * 16
+    }
 }
 
 macro_rules! no_heap {
@@ -21,7 +32,7 @@ no_heap!(bool, i64, u64, u32, TaskValue);
 
 impl HeapSize for String {
     fn heap_bytes(&self) -> usize {
-        self.capacity()
+        chunk(self.capacity())
     }
 }
 
@@ -33,13 +44,14 @@ impl<T: HeapSize> HeapSize for Option<T> {
 
 impl<T: HeapSize> HeapSize for Box<T> {
     fn heap_bytes(&self) -> usize {
-        size_of::<T>() + (**self).heap_bytes()
+        chunk(size_of::<T>()) + (**self).heap_bytes()
     }
 }
 
 impl<T: HeapSize> HeapSize for Vec<T> {
     fn heap_bytes(&self) -> usize {
-        self.capacity() * size_of::<T>() + self.iter().map(HeapSize::heap_bytes).sum::<usize>()
+        chunk(self.capacity() * size_of::<T>())
+            + self.iter().map(HeapSize::heap_bytes).sum::<usize>()
     }
 }
 
@@ -70,10 +82,17 @@ impl<T: HeapSize, E: HeapSize> HeapSize for Result<T, E> {
     }
 }
 
-/// A B-tree's nodes hold up to 11 entries and are about 6/11 full when filled in key
-/// order, as logs fill them: about twice the entries' size, plus a node header per 6.
+/// A B-tree of `len` entries of `entry` bytes: nodes of 11 slots (a header of 16 bytes,
+/// inner nodes 12 child pointers more), filled to 6 when entries come in key order, as a
+/// log's do.
 fn btree_bytes(len: usize, entry: usize) -> usize {
-    len * entry * 11 / 6 + len.div_ceil(6) * 16
+    if len == 0 {
+        return 0;
+    }
+    let leaf = chunk(16 + 11 * entry);
+    let leaves = len.div_ceil(6);
+    let inner = if leaves > 1 { leaves.div_ceil(6) } else { 0 };
+    leaves * leaf + inner * chunk(16 + 11 * entry + 12 * 8)
 }
 
 impl<K: HeapSize, V: HeapSize> HeapSize for BTreeMap<K, V> {
@@ -86,13 +105,18 @@ impl<K: HeapSize, V: HeapSize> HeapSize for BTreeMap<K, V> {
     }
 }
 
-/// A hash table: buckets for its capacity at 7/8 load, each an entry and a control byte.
+/// A hash table holding `capacity` entries of `entry` bytes: buckets at 7/8 load, each an
+/// entry and a control byte, plus a group of control bytes, in one allocation.
 fn hash_table_bytes(capacity: usize, entry: usize) -> usize {
     if capacity == 0 {
         return 0;
     }
-    let buckets = (capacity * 8 / 7).next_power_of_two();
-    buckets * (entry + 1) + 16
+    let buckets = if capacity < 8 {
+        (capacity + 1).next_power_of_two()
+    } else {
+        (capacity * 8 / 7).next_power_of_two()
+    };
+    chunk(buckets * (entry + 1) + 16)
 }
 
 impl<K: HeapSize, V: HeapSize, S> HeapSize for HashMap<K, V, S> {
@@ -109,19 +133,23 @@ impl HeapSize for Value {
     fn heap_bytes(&self) -> usize {
         match self {
             Value::Null | Value::Bool(_) | Value::Number(_) => 0,
-            Value::String(s) => s.capacity(),
+            Value::String(s) => chunk(s.capacity()),
             Value::Array(items) => {
-                items.capacity() * size_of::<Value>()
+                chunk(items.capacity() * size_of::<Value>())
                     + items.iter().map(HeapSize::heap_bytes).sum::<usize>()
             }
-            // an ordered map: a vector of (hash, key, value) and a table of indices
+            // an ordered map: a vector of (hash, key, value) grown by doubling, and a
+            // table of indices
             Value::Object(map) => {
+                if map.is_empty() {
+                    return 0;
+                }
                 let entry = size_of::<u64>() + size_of::<String>() + size_of::<Value>();
-                map.len() * entry
+                chunk(map.len().max(4).next_power_of_two() * entry)
                     + hash_table_bytes(map.len(), size_of::<usize>())
                     + map
                         .iter()
-                        .map(|(k, v)| k.capacity() + v.heap_bytes())
+                        .map(|(k, v)| chunk(k.capacity()) + v.heap_bytes())
                         .sum::<usize>()
             }
         }
@@ -218,15 +246,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn containers_count_their_capacity_and_their_items() {
+    fn containers_count_their_capacity_their_items_and_the_allocators_share() {
+        assert_eq!(chunk(0), 0);
+        assert_eq!(chunk(1), 32);
+        assert_eq!(chunk(24), 32);
+        assert_eq!(chunk(25), 48);
         let mut v: Vec<String> = Vec::with_capacity(4);
         v.push("abc".to_string());
-        assert_eq!(v.heap_bytes(), 4 * size_of::<String>() + 3);
+        assert_eq!(v.heap_bytes(), chunk(4 * size_of::<String>()) + chunk(3));
         let value: Value = serde_json::json!({"a": [1, 2], "b": "xyz"});
         assert!(value.heap_bytes() > 2 * size_of::<Value>() + 3);
         let map: BTreeMap<i64, String> = (0..60).map(|i| (i, "x".repeat(10))).collect();
         let entries = 60 * (8 + size_of::<String>());
-        let held = map.heap_bytes() - 60 * 10;
+        let held = map.heap_bytes() - 60 * chunk(10);
         assert!(held > entries && held < 3 * entries, "{held} for {entries}");
     }
 }

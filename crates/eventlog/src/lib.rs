@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 pub mod codec;
 #[cfg(feature = "test-util")]
 pub mod compare;
+#[cfg(feature = "test-util")]
+pub mod fixtures;
 mod heap_size;
 pub mod layout;
 pub mod listener;

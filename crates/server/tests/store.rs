@@ -9,19 +9,11 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
+use qprof_eventlog::fixtures::{ORACLE_APP, copy_oracle_app, oracle_log_dir};
 use qprof_server::store::StoreOptions;
 use qprof_server::{LogStore, router};
 use serde_json::Value;
 use tower::ServiceExt;
-
-/// The Spark 4.3 application every copy is made of.
-const ORACLE_APP: &str = "local-1795333320377";
-
-fn oracle_log() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../testdata/spark-4.3/events")
-        .join(format!("eventlog_v2_{ORACLE_APP}"))
-}
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("qprof-store-{name}-{}", std::process::id()));
@@ -33,16 +25,7 @@ fn temp_dir(name: &str) -> PathBuf {
 /// Copies the oracle application into `dir` as application `local-<n>`; returns its id.
 fn copy_app(dir: &Path, n: u64) -> String {
     let id = format!("local-{n}");
-    let to = dir.join(format!("eventlog_v2_{id}"));
-    std::fs::create_dir_all(&to).unwrap();
-    for file in std::fs::read_dir(oracle_log()).unwrap() {
-        let file = file.unwrap();
-        let name = file.file_name().to_string_lossy().replace(ORACLE_APP, &id);
-        let text = std::fs::read_to_string(file.path())
-            .unwrap()
-            .replace(ORACLE_APP, &id);
-        std::fs::write(to.join(name), text).unwrap();
-    }
+    copy_oracle_app(dir, &id);
     id
 }
 
@@ -83,7 +66,7 @@ async fn entries_that_are_not_readable_logs_are_skipped_counted_and_explained() 
     std::fs::create_dir_all(unreadable.join("events_1_local-2")).unwrap();
     std::fs::write(unreadable.join("appstatus_local-2"), "").unwrap();
     // a log cut inside its first line, an empty one, a file that is no log, a dangling link
-    let first = std::fs::read(oracle_log().join(format!("events_1_{ORACLE_APP}"))).unwrap();
+    let first = std::fs::read(oracle_log_dir().join(format!("events_1_{ORACLE_APP}"))).unwrap();
     std::fs::write(dir.join("local-3"), &first[..40]).unwrap();
     std::fs::write(dir.join("local-4"), "").unwrap();
     std::fs::write(dir.join("notes.txt"), "not an event log\n").unwrap();

@@ -1,0 +1,75 @@
+//! Logs made for tests and benchmarks from the Spark 4.3 fixture application.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// The fixture application's id.
+pub const ORACLE_APP: &str = "local-1795333320377";
+
+/// The fixture application's log directory (Spark's rolling layout) in this repository.
+pub fn oracle_log_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/spark-4.3/events")
+        .join(format!("eventlog_v2_{ORACLE_APP}"))
+}
+
+/// Writes a rolling log of about `target` bytes into `dir`: the fixture's events, with its
+/// task starts and ends repeated under fresh task ids before the application end, so the
+/// mix of events is Spark's own, dominated by task ends. Returns its size.
+///
+/// # Panics
+/// If the fixture cannot be read or the log cannot be written (test code).
+pub fn synthetic_spark_log(dir: &Path, target: usize) -> u64 {
+    let text = std::fs::read_to_string(oracle_log_dir().join(format!("events_1_{ORACLE_APP}")))
+        .expect("the fixture log");
+    let lines: Vec<&str> = text.lines().collect();
+    let tasks: Vec<Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a fixture event"))
+        .filter(|e| {
+            let n = e["Event"].as_str().unwrap_or_default();
+            n == "SparkListenerTaskStart" || n == "SparkListenerTaskEnd"
+        })
+        .collect();
+    let (body, end) = lines.split_at(lines.len() - 1);
+    let mut out = body.join("\n");
+    out.push('\n');
+    let mut next_id = 1_000_i64;
+    while out.len() < target {
+        for pair in tasks.chunks(2) {
+            for e in pair {
+                let mut e = e.clone();
+                e["Task Info"]["Task ID"] = next_id.into();
+                out.push_str(&e.to_string());
+                out.push('\n');
+            }
+            next_id += 1;
+        }
+    }
+    out.push_str(&end.join("\n"));
+    out.push('\n');
+    let app_dir = dir.join(format!("eventlog_v2_{ORACLE_APP}"));
+    std::fs::create_dir_all(&app_dir).expect("the log directory");
+    std::fs::write(app_dir.join(format!("events_1_{ORACLE_APP}")), &out).expect("the log");
+    std::fs::write(app_dir.join(format!("appstatus_{ORACLE_APP}")), b"").expect("the marker");
+    out.len() as u64
+}
+
+/// Copies the fixture application into `dir` as application `id` (its id replaced in its
+/// file names and events).
+///
+/// # Panics
+/// If the fixture cannot be read or the copy cannot be written (test code).
+pub fn copy_oracle_app(dir: &Path, id: &str) {
+    let to = dir.join(format!("eventlog_v2_{id}"));
+    std::fs::create_dir_all(&to).expect("the log directory");
+    for file in std::fs::read_dir(oracle_log_dir()).expect("the fixture") {
+        let file = file.expect("a fixture file");
+        let name = file.file_name().to_string_lossy().replace(ORACLE_APP, id);
+        let text = std::fs::read_to_string(file.path())
+            .expect("a fixture file")
+            .replace(ORACLE_APP, id);
+        std::fs::write(to.join(name), text).expect("the copy");
+    }
+}
