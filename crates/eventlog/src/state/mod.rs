@@ -1,0 +1,210 @@
+//! The state of one application rebuilt from its events: what Spark's
+//! `AppStatusListener` and `SQLAppStatusListener` keep, enough to answer the REST API.
+//!
+//! Events are applied one line at a time; unknown events and corrupt lines are counted,
+//! never fatal, so a log can be replayed incrementally as it grows.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::spark::{EXECUTOR_METRIC_NAMES, events};
+use crate::task_event::TaskEvent;
+
+mod app;
+mod jobs;
+mod sql;
+mod stages;
+
+pub use app::{AppInfo, Executor};
+pub use jobs::Job;
+pub use sql::{Execution, PlanMetric};
+pub use stages::{Stage, StageStatus, Task, TaskMetrics, TaskStatus};
+
+/// Peak values of Spark's 23 executor metrics, in [`EXECUTOR_METRIC_NAMES`] order.
+pub type ExecutorPeaks = [i64; 23];
+
+/// How many lines a replay could not use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SkipCounts {
+    /// Well-formed events of a kind this reader does not know (kept out of the state).
+    pub unknown_events: u64,
+    /// Lines that are not a JSON object with an `"Event"` name, or miss required fields.
+    pub corrupt_lines: u64,
+}
+
+/// Everything known about one application.
+#[derive(Debug, Clone, Default)]
+pub struct AppState {
+    /// Application facts.
+    pub info: AppInfo,
+    /// The `SparkListenerEnvironmentUpdate` event as logged.
+    pub environment: Option<Value>,
+    /// `SparkListenerResourceProfileAdded` events as logged.
+    pub resource_profiles: Vec<Value>,
+    /// Executors in the order they were added.
+    pub executors: Vec<Executor>,
+    /// Jobs by id.
+    pub jobs: BTreeMap<i64, Job>,
+    /// Stage attempts by (stage id, attempt).
+    pub stages: BTreeMap<(i64, i64), Stage>,
+    /// SQL executions by id.
+    pub executions: BTreeMap<i64, Execution>,
+    /// Lines skipped while replaying.
+    pub skipped: SkipCounts,
+    stage_jobs: HashMap<i64, Vec<i64>>,
+    task_ends: u64,
+}
+
+/// Why an event could not be applied: it lacks a field the state needs.
+#[derive(Debug)]
+struct Missing;
+
+type Applied = Result<(), Missing>;
+
+fn str_field(v: &Value, k: &str) -> Option<String> {
+    v.get(k).and_then(Value::as_str).map(str::to_string)
+}
+
+fn i64_field(v: &Value, k: &str) -> Option<i64> {
+    v.get(k).and_then(Value::as_i64)
+}
+
+fn req_i64(v: &Value, k: &str) -> Result<i64, Missing> {
+    i64_field(v, k).ok_or(Missing)
+}
+
+/// Accumulable `Update`/`Value` fields are numbers or strings of numbers.
+fn loose_i64(v: &Value) -> Option<i64> {
+    match v {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn peaks_of(v: &Value) -> Option<ExecutorPeaks> {
+    let obj = v.as_object()?;
+    Some(EXECUTOR_METRIC_NAMES.map(|k| obj.get(k).and_then(Value::as_i64).unwrap_or(0)))
+}
+
+fn merge_peaks(into: &mut Option<ExecutorPeaks>, new: ExecutorPeaks) {
+    match into {
+        Some(p) => p.iter_mut().zip(new).for_each(|(a, b)| *a = (*a).max(b)),
+        None => *into = Some(new),
+    }
+}
+
+impl AppState {
+    /// Heap bytes the state holds, counted from what it holds (see `heap_size`).
+    pub fn heap_bytes(&self) -> usize {
+        use crate::heap_size::HeapSize;
+        self.info.heap_bytes()
+            + self.environment.heap_bytes()
+            + self.resource_profiles.heap_bytes()
+            + self.executors.heap_bytes()
+            + self.jobs.heap_bytes()
+            + self.stages.heap_bytes()
+            + self.executions.heap_bytes()
+            + self.stage_jobs.heap_bytes()
+    }
+
+    /// Applies one log line. Blank lines are ignored; corrupt lines and unknown events are
+    /// counted in [`AppState::skipped`].
+    pub fn apply_line(&mut self, line: &[u8]) {
+        let line = line.trim_ascii();
+        if line.is_empty() {
+            return;
+        }
+        // task events are most of a log: decode them typed, skipping unused fields
+        let task_event = line.strip_prefix(b"{\"Event\":\"").and_then(|rest| {
+            if rest.starts_with(b"SparkListenerTaskEnd\"") {
+                Some(true)
+            } else if rest.starts_with(b"SparkListenerTaskStart\"") {
+                Some(false)
+            } else {
+                None
+            }
+        });
+        if let Some(end) = task_event {
+            let applied = match serde_json::from_slice::<TaskEvent<'_>>(line) {
+                Ok(event) if end => self.task_end(event),
+                Ok(event) => self.task_start(event),
+                Err(_) => Err(Missing),
+            };
+            if applied.is_err() {
+                self.skipped.corrupt_lines += 1;
+            }
+            return;
+        }
+        match serde_json::from_slice::<Value>(line) {
+            Ok(event) => self.apply(&event),
+            Err(_) => self.skipped.corrupt_lines += 1,
+        }
+    }
+
+    /// Applies one parsed event.
+    pub fn apply(&mut self, event: &Value) {
+        let Some(name) = event.get("Event").and_then(Value::as_str) else {
+            self.skipped.corrupt_lines += 1;
+            return;
+        };
+        let applied = match name {
+            events::LOG_START | events::APPLICATION_START | events::APPLICATION_END => {
+                self.info.apply(event);
+                Ok(())
+            }
+            events::ENVIRONMENT_UPDATE => {
+                self.environment = Some(event.clone());
+                Ok(())
+            }
+            events::RESOURCE_PROFILE_ADDED => {
+                self.resource_profiles.push(event.clone());
+                Ok(())
+            }
+            events::EXECUTOR_ADDED => self.executor_added(event),
+            events::EXECUTOR_REMOVED => self.executor_removed(event),
+            events::BLOCK_MANAGER_ADDED => self.block_manager_added(event),
+            events::JOB_START => self.job_start(event),
+            events::JOB_END => self.job_end(event),
+            events::STAGE_SUBMITTED => self.stage_event(event, false),
+            events::STAGE_COMPLETED => self.stage_event(event, true),
+            events::TASK_START => TaskEvent::deserialize(event)
+                .map_err(|_| Missing)
+                .and_then(|e| self.task_start(e)),
+            events::TASK_END => TaskEvent::deserialize(event)
+                .map_err(|_| Missing)
+                .and_then(|e| self.task_end(e)),
+            events::STAGE_EXECUTOR_METRICS => self.stage_executor_metrics(event),
+            events::EXECUTOR_METRICS_UPDATE => self.executor_metrics_update(event),
+            events::SQL_EXECUTION_START => self.sql_start(event),
+            events::SQL_ADAPTIVE_EXECUTION_UPDATE => self.sql_plan_update(event),
+            events::SQL_ADAPTIVE_METRIC_UPDATES => self.sql_metric_updates(event),
+            events::SQL_EXECUTION_END => self.sql_end(event),
+            events::DRIVER_ACCUM_UPDATES => self.driver_accum_updates(event),
+            events::QPROF_QUERY_PROFILE => self.qprof_profile(event),
+            _ => {
+                self.skipped.unknown_events += 1;
+                Ok(())
+            }
+        };
+        if applied.is_err() {
+            self.skipped.corrupt_lines += 1;
+        }
+    }
+
+    /// Jobs that declared stage `id`.
+    pub fn jobs_of_stage(&self, id: i64) -> &[i64] {
+        self.stage_jobs.get(&id).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Stage ids of all jobs of an execution.
+    pub fn stages_of_execution(&self, exec: &Execution) -> BTreeSet<i64> {
+        exec.job_ids
+            .iter()
+            .filter_map(|j| self.jobs.get(j))
+            .flat_map(|j| j.stage_ids.iter().copied())
+            .collect()
+    }
+}

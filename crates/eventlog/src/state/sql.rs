@@ -1,0 +1,316 @@
+//! SQL executions: their plans, metrics and values, aggregated as Spark's SQL listener does, and qprof's profile.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{
+    AppState, Applied, Missing, Stage, TaskStatus, i64_field, loose_i64, req_i64, str_field,
+};
+use crate::profile_json::QueryJson;
+use crate::scala_order::scala_order;
+
+/// A metric declared by a SQL plan node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanMetric {
+    /// Display name.
+    pub name: String,
+    /// Accumulator id.
+    pub accumulator_id: i64,
+    /// Spark metric type (`sum`, `size`, `timing`, `nsTiming`, `average`, or others).
+    pub metric_type: String,
+}
+
+/// A SQL execution (one query).
+#[derive(Debug, Clone, Default)]
+pub struct Execution {
+    /// Execution id.
+    pub id: i64,
+    /// Root execution id.
+    pub root_id: Option<i64>,
+    /// Short description.
+    pub description: String,
+    /// Long description.
+    pub details: String,
+    /// Physical plan text (replaced by adaptive updates).
+    pub plan_description: String,
+    /// The plan tree as logged (`sparkPlanInfo`).
+    pub plan_info: Value,
+    /// Submission time, epoch ms.
+    pub submission_time: i64,
+    /// End time, epoch ms.
+    pub completion_time: Option<i64>,
+    /// Error message given at the end (`""` when it succeeded).
+    pub error_message: Option<String>,
+    /// Query id.
+    pub query_id: Option<String>,
+    /// Modified configs.
+    pub modified_configs: Value,
+    /// Jobs of this execution.
+    pub job_ids: Vec<i64>,
+    /// Every metric declared by any plan version, by accumulator id.
+    pub metric_types: HashMap<i64, String>,
+    /// Task values per accumulator, in task-end order.
+    pub task_values: HashMap<i64, Vec<(u64, TaskValue)>>,
+    /// Driver values per accumulator (the last one wins).
+    pub driver_values: HashMap<i64, i64>,
+    /// qprof's profile of the query, when the log carries one: the profile, or why it
+    /// could not be read (e.g. written by a newer qprof).
+    pub qprof_profile: Option<Result<Box<QueryJson>, String>>,
+}
+
+impl Execution {
+    /// Spark's rendered value per accumulator id, for every accumulator with a value,
+    /// aggregated as Spark's SQL listener does.
+    ///
+    /// Each stage counts with its latest attempt. A stage in which any task reported an
+    /// accumulator contributes one value per task index: the index's last report up to its
+    /// first success (later ones are ignored), zero for indices that never reported.
+    /// The maximum is named after the first report that reached it within its stage, and
+    /// across stages after the first stage in Spark's order of the execution's stages
+    /// (Scala's iteration order of a set of them); a driver value above it names the driver.
+    pub fn metric_strings(&self, state: &AppState) -> HashMap<i64, String> {
+        let stage_order = scala_order(
+            &self
+                .job_ids
+                .iter()
+                .filter_map(|j| state.jobs.get(j))
+                .flat_map(|j| j.stage_ids.iter().copied())
+                .collect::<Vec<_>>(),
+        );
+        let mut out = HashMap::new();
+        for (id, kind) in &self.metric_types {
+            let mut reported: Vec<(u64, TaskValue)> =
+                self.task_values.get(id).cloned().unwrap_or_default();
+            reported.sort_by_key(|(order, _)| *order);
+            let mut values: Vec<TaskValue> = Vec::new();
+            let mut max: Option<(i64, TaskRef)> = None;
+            for &stage_id in &stage_order {
+                let Some((&(_, attempt), stage)) = state
+                    .stages
+                    .range((stage_id, i64::MIN)..=(stage_id, i64::MAX))
+                    .next_back()
+                else {
+                    continue;
+                };
+                let (stage_values, stage_max) = stage_values(stage, attempt, &reported);
+                let Some(stage_max) = stage_max else {
+                    continue;
+                };
+                if max.is_none_or(|(m, _)| stage_max.0 > m) {
+                    max = Some(stage_max);
+                }
+                values.extend(stage_values);
+            }
+            if let Some(v) = self.driver_values.get(id) {
+                values.push(TaskValue {
+                    task: None,
+                    value: *v,
+                });
+                if max.is_some_and(|(m, _)| *v > m) {
+                    max = None;
+                }
+            }
+            if values.is_empty() {
+                continue;
+            }
+            let text = match kind.parse::<MetricKind>() {
+                Ok(kind) => {
+                    qprof_core::metric::spark_string_naming(kind, &values, max.map(|(_, t)| t))
+                }
+                // Spark renders unknown (custom) metric types as their plain sum
+                Err(_) => values.iter().map(|v| v.value).sum::<i64>().to_string(),
+            };
+            out.insert(*id, text);
+        }
+        out
+    }
+}
+
+/// One stage attempt's values of an accumulator from its tasks' `reported` values (in
+/// task-end order): one per task index, and the first report that reached the maximum.
+/// No values if no task of the attempt reported.
+fn stage_values(
+    stage: &Stage,
+    attempt: i64,
+    reported: &[(u64, TaskValue)],
+) -> (Vec<TaskValue>, Option<(i64, TaskRef)>) {
+    let mut slots: BTreeMap<u32, TaskValue> = BTreeMap::new();
+    let mut succeeded: HashSet<u32> = HashSet::new();
+    let mut max: Option<(i64, TaskRef)> = None;
+    let of_attempt = reported.iter().filter_map(|(_, v)| {
+        v.task
+            .filter(|t| i64::from(t.stage_id) == stage.id && i64::from(t.stage_attempt) == attempt)
+            .map(|t| (t, v.value))
+    });
+    for (task, value) in of_attempt {
+        if succeeded.contains(&task.partition) {
+            continue;
+        }
+        slots.insert(
+            task.partition,
+            TaskValue {
+                task: Some(task),
+                value,
+            },
+        );
+        if max.is_none_or(|(m, _)| value > m) {
+            max = Some((value, task));
+        }
+        let success = stage
+            .tasks
+            .get(&i64::try_from(task.task_id).unwrap_or(-1))
+            .is_some_and(|t| t.status == TaskStatus::Success);
+        if success {
+            succeeded.insert(task.partition);
+        }
+    }
+    let Some(first) = slots.values().next().copied() else {
+        return (Vec::new(), None);
+    };
+    let mut values: Vec<TaskValue> = slots.into_values().collect();
+    let reported_indices = values.len() as i64;
+    for _ in reported_indices..stage.num_tasks {
+        values.push(TaskValue { value: 0, ..first });
+    }
+    (values, max)
+}
+
+fn declare_metrics(plan: &Value, into: &mut HashMap<i64, String>) {
+    for m in plan
+        .get("metrics")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let (Some(acc), Some(kind)) = (i64_field(m, "accumulatorId"), str_field(m, "metricType"))
+        {
+            into.insert(acc, kind);
+        }
+    }
+    for child in plan
+        .get("children")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        declare_metrics(child, into);
+    }
+}
+
+/// The profile of a qprof extension event, or why it cannot be read. Logs written before
+/// the format had a version are version 1.
+fn read_profile(version: Option<&Value>, profile: &Value) -> Result<Box<QueryJson>, String> {
+    let version = match version {
+        None => 1,
+        Some(v) => v
+            .as_u64()
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or_else(|| format!("profile format version {v} is not a version number"))?,
+    };
+    crate::profile_json::check_version(version).map_err(|e| e.to_string())?;
+    QueryJson::deserialize(profile)
+        .map(Box::new)
+        .map_err(|e| format!("malformed profile: {e}"))
+}
+
+impl AppState {
+    pub(super) fn sql_start(&mut self, e: &Value) -> Applied {
+        let id = req_i64(e, "executionId")?;
+        let plan_info = e.get("sparkPlanInfo").cloned().unwrap_or(Value::Null);
+        let mut exec = Execution {
+            id,
+            root_id: i64_field(e, "rootExecutionId"),
+            description: str_field(e, "description").unwrap_or_default(),
+            details: str_field(e, "details").unwrap_or_default(),
+            plan_description: str_field(e, "physicalPlanDescription").unwrap_or_default(),
+            submission_time: req_i64(e, "time")?,
+            query_id: str_field(e, "queryId"),
+            modified_configs: e
+                .get("modifiedConfigs")
+                .filter(|v| v.is_object())
+                .cloned()
+                .unwrap_or_else(|| Value::Object(Default::default())),
+            ..Execution::default()
+        };
+        declare_metrics(&plan_info, &mut exec.metric_types);
+        exec.plan_info = plan_info;
+        // jobs may have been logged before the execution in odd logs; link them
+        exec.job_ids = self
+            .jobs
+            .values()
+            .filter(|j| j.execution_id == Some(id))
+            .map(|j| j.id)
+            .collect();
+        self.executions.insert(id, exec);
+        Ok(())
+    }
+
+    pub(super) fn sql_plan_update(&mut self, e: &Value) -> Applied {
+        let id = req_i64(e, "executionId")?;
+        let exec = self.executions.get_mut(&id).ok_or(Missing)?;
+        if let Some(text) = str_field(e, "physicalPlanDescription") {
+            exec.plan_description = text;
+        }
+        if let Some(info) = e.get("sparkPlanInfo") {
+            declare_metrics(info, &mut exec.metric_types);
+            exec.plan_info = info.clone();
+        }
+        Ok(())
+    }
+
+    pub(super) fn sql_metric_updates(&mut self, e: &Value) -> Applied {
+        let id = req_i64(e, "executionId")?;
+        let exec = self.executions.get_mut(&id).ok_or(Missing)?;
+        for m in e
+            .get("sqlPlanMetrics")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let (Some(acc), Some(kind)) =
+                (i64_field(m, "accumulatorId"), str_field(m, "metricType"))
+            {
+                exec.metric_types.insert(acc, kind);
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn sql_end(&mut self, e: &Value) -> Applied {
+        let id = req_i64(e, "executionId")?;
+        let exec = self.executions.get_mut(&id).ok_or(Missing)?;
+        exec.completion_time = i64_field(e, "time");
+        exec.error_message = str_field(e, "errorMessage").or_else(|| Some(String::new()));
+        Ok(())
+    }
+
+    pub(super) fn driver_accum_updates(&mut self, e: &Value) -> Applied {
+        let id = req_i64(e, "executionId")?;
+        let exec = self.executions.get_mut(&id).ok_or(Missing)?;
+        for pair in e
+            .get("accumUpdates")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let (Some(acc), Some(value)) = (
+                pair.get(0).and_then(Value::as_i64),
+                pair.get(1).and_then(loose_i64),
+            ) {
+                exec.driver_values.insert(acc, value);
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn qprof_profile(&mut self, e: &Value) -> Applied {
+        let id = req_i64(e, "executionId")?;
+        let exec = self.executions.get_mut(&id).ok_or(Missing)?;
+        let profile = e.get("profile").ok_or(Missing)?;
+        exec.qprof_profile = Some(read_profile(e.get("formatVersion"), profile));
+        Ok(())
+    }
+}
