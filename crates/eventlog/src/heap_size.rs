@@ -156,8 +156,12 @@ impl HeapSize for Value {
     }
 }
 
-use crate::profile_json::QueryJson;
-use crate::state::{AppInfo, Execution, Executor, Job, Stage, Task, TaskMetrics};
+use std::sync::Arc;
+
+use crate::state::plan::Interner;
+use crate::state::{
+    AppInfo, Execution, Executor, Job, PlanMetric, PlanNode, Stage, Task, TaskMetrics,
+};
 
 no_heap!(TaskMetrics);
 
@@ -216,11 +220,41 @@ impl HeapSize for Stage {
     }
 }
 
-/// qprof's profile, estimated by the size of its JSON: its numbers and names are about as
-/// large in memory as in text.
-impl HeapSize for QueryJson {
+/// A shared string counts where it is held once, in the interner; its other holders own
+/// only a pointer.
+impl HeapSize for Arc<str> {
     fn heap_bytes(&self) -> usize {
-        serde_json::to_vec(self).map_or(0, |json| json.len())
+        0
+    }
+}
+
+impl HeapSize for Box<str> {
+    fn heap_bytes(&self) -> usize {
+        chunk(self.len())
+    }
+}
+
+impl HeapSize for PlanMetric {
+    fn heap_bytes(&self) -> usize {
+        0
+    }
+}
+
+impl HeapSize for PlanNode {
+    fn heap_bytes(&self) -> usize {
+        self.name.heap_bytes()
+            + self.description.heap_bytes()
+            + self.metrics.heap_bytes()
+            + self.children.heap_bytes()
+    }
+}
+
+/// The interner's table and each shared string (with its two reference counts).
+impl HeapSize for Interner {
+    fn heap_bytes(&self) -> usize {
+        let strings = self.strings();
+        hash_table_bytes(strings.capacity(), size_of::<Arc<str>>())
+            + strings.iter().map(|s| chunk(16 + s.len())).sum::<usize>()
     }
 }
 
@@ -229,7 +263,7 @@ impl HeapSize for Execution {
         self.description.heap_bytes()
             + self.details.heap_bytes()
             + self.plan_description.heap_bytes()
-            + self.plan_info.heap_bytes()
+            + self.plan.heap_bytes()
             + self.error_message.heap_bytes()
             + self.query_id.heap_bytes()
             + self.modified_configs.heap_bytes()
@@ -237,7 +271,10 @@ impl HeapSize for Execution {
             + self.metric_types.heap_bytes()
             + self.task_values.heap_bytes()
             + self.driver_values.heap_bytes()
-            + self.qprof_profile.heap_bytes()
+            + self
+                .qprof_profile_json
+                .as_ref()
+                .map_or(0, |(v, json)| v.heap_bytes() + chunk(json.len()))
     }
 }
 

@@ -8,7 +8,7 @@ use super::{RestError, RestResult, put_opt};
 
 use crate::scala_order::scala_order;
 use crate::spark::format_date;
-use crate::state::{AppState, Execution};
+use crate::state::{AppState, Execution, PlanNode};
 
 /// A node of Spark's SQL plan graph.
 #[derive(Debug, Clone)]
@@ -26,43 +26,30 @@ pub struct GraphNode {
 }
 
 /// Spark's `SparkPlanGraph` of a plan tree: nodes and child→parent edges.
-pub fn plan_graph(plan: &Value) -> (Vec<GraphNode>, Vec<(i64, i64)>) {
+pub fn plan_graph(plan: &PlanNode) -> (Vec<GraphNode>, Vec<(i64, i64)>) {
     struct Builder<'a> {
         next: i64,
         nodes: Vec<GraphNode>,
         edges: Vec<(i64, i64)>,
-        exchanges: Vec<(&'a Value, i64)>,
+        exchanges: Vec<(&'a PlanNode, i64)>,
     }
-    fn children(v: &Value) -> &[Value] {
-        v.get("children")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
-    }
-    fn metrics(v: &Value) -> Vec<(String, i64)> {
-        v.get("metrics")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|m| {
-                Some((
-                    m.get("name")?.as_str()?.trim().to_string(),
-                    m.get("accumulatorId")?.as_i64()?,
-                ))
-            })
+    fn metrics(v: &PlanNode) -> Vec<(String, i64)> {
+        v.metrics
+            .iter()
+            .map(|m| (m.name.trim().to_string(), m.accumulator_id))
             .collect()
     }
     impl<'a> Builder<'a> {
-        fn exchange(&self, v: &Value) -> Option<i64> {
+        fn exchange(&self, v: &PlanNode) -> Option<i64> {
             self.exchanges
                 .iter()
                 .find(|(p, _)| *p == v)
                 .map(|(_, id)| *id)
         }
-        fn visit(&mut self, v: &'a Value, parent: Option<i64>, cluster: Option<i64>) {
-            let name = v.get("nodeName").and_then(Value::as_str).unwrap_or("");
-            let desc = v.get("simpleString").and_then(Value::as_str).unwrap_or("");
-            let first = children(v).first();
+        fn visit(&mut self, v: &'a PlanNode, parent: Option<i64>, cluster: Option<i64>) {
+            let name: &str = &v.name;
+            let desc: &str = &v.description;
+            let first = v.children.first();
             if name.starts_with("WholeStageCodegen") {
                 let id = self.next;
                 self.next += 1;
@@ -135,7 +122,7 @@ pub fn plan_graph(plan: &Value) -> (Vec<GraphNode>, Vec<(i64, i64)>) {
                     if let Some(p) = parent {
                         self.edges.push((id, p));
                     }
-                    for child in children(v) {
+                    for child in &v.children {
                         self.visit(child, Some(id), cluster);
                     }
                 }
@@ -148,9 +135,7 @@ pub fn plan_graph(plan: &Value) -> (Vec<GraphNode>, Vec<(i64, i64)>) {
         edges: Vec::new(),
         exchanges: Vec::new(),
     };
-    if plan.is_object() {
-        b.visit(plan, None, None);
-    }
+    b.visit(plan, None, None);
     (b.nodes, b.edges)
 }
 
@@ -182,7 +167,7 @@ fn execution_data(
     }
     let (nodes, edges) = if details {
         let values: HashMap<i64, String> = exec.metric_strings(state);
-        let (mut nodes, edges) = plan_graph(&exec.plan_info);
+        let (mut nodes, edges) = exec.plan.as_ref().map(plan_graph).unwrap_or_default();
         nodes.sort_by_key(|n| std::cmp::Reverse(n.id));
         let nodes: Vec<Value> = nodes
             .iter()
@@ -287,7 +272,7 @@ pub fn qprof_profile(state: &AppState, id: i64) -> RestResult {
         .executions
         .get(&id)
         .ok_or_else(|| RestError::NotFound(format!("unknown query execution id: {id}")))?;
-    match &exec.qprof_profile {
+    match exec.qprof_profile() {
         Some(Ok(profile)) => Ok(json!({ "query": profile })),
         Some(Err(why)) => Err(RestError::NotFound(format!(
             "query execution {id} has a qprof profile this server cannot read: {why}"

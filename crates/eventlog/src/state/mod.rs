@@ -14,12 +14,14 @@ use crate::task_event::TaskEvent;
 
 mod app;
 mod jobs;
+pub(crate) mod plan;
 mod sql;
 mod stages;
 
 pub use app::{AppInfo, Executor};
 pub use jobs::Job;
-pub use sql::{Execution, PlanMetric};
+pub use plan::{PlanMetric, PlanNode};
+pub use sql::Execution;
 pub use stages::{Stage, StageStatus, Task, TaskMetrics, TaskStatus};
 
 /// Peak values of Spark's 23 executor metrics, in [`EXECUTOR_METRIC_NAMES`] order.
@@ -55,6 +57,8 @@ pub struct AppState {
     pub skipped: SkipCounts,
     stage_jobs: HashMap<i64, Vec<i64>>,
     task_ends: u64,
+    /// Metric names and types, one copy each.
+    names: plan::Interner,
 }
 
 /// Why an event could not be applied: it lacks a field the state needs.
@@ -108,6 +112,7 @@ impl AppState {
             + self.stages.heap_bytes()
             + self.executions.heap_bytes()
             + self.stage_jobs.heap_bytes()
+            + self.names.heap_bytes()
     }
 
     /// Applies one log line. Blank lines are ignored; corrupt lines and unknown events are

@@ -1,27 +1,17 @@
 //! SQL executions: their plans, metrics and values, aggregated as Spark's SQL listener does, and qprof's profile.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
-use serde::Deserialize;
 use serde_json::Value;
 
+use super::plan::PlanNode;
 use super::{
     AppState, Applied, Missing, Stage, TaskStatus, i64_field, loose_i64, req_i64, str_field,
 };
 use crate::profile_json::QueryJson;
 use crate::scala_order::scala_order;
-
-/// A metric declared by a SQL plan node.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PlanMetric {
-    /// Display name.
-    pub name: String,
-    /// Accumulator id.
-    pub accumulator_id: i64,
-    /// Spark metric type (`sum`, `size`, `timing`, `nsTiming`, `average`, or others).
-    pub metric_type: String,
-}
 
 /// A SQL execution (one query).
 #[derive(Debug, Clone, Default)]
@@ -36,8 +26,8 @@ pub struct Execution {
     pub details: String,
     /// Physical plan text (replaced by adaptive updates).
     pub plan_description: String,
-    /// The plan tree as logged (`sparkPlanInfo`).
-    pub plan_info: Value,
+    /// The plan tree as logged (`sparkPlanInfo`), replaced by adaptive updates.
+    pub plan: Option<PlanNode>,
     /// Submission time, epoch ms.
     pub submission_time: i64,
     /// End time, epoch ms.
@@ -50,18 +40,25 @@ pub struct Execution {
     pub modified_configs: Value,
     /// Jobs of this execution.
     pub job_ids: Vec<i64>,
-    /// Every metric declared by any plan version, by accumulator id.
-    pub metric_types: HashMap<i64, String>,
+    /// Every metric declared by any plan version: its type by accumulator id.
+    pub metric_types: HashMap<i64, Arc<str>>,
     /// Task values per accumulator, in task-end order.
     pub task_values: HashMap<i64, Vec<(u64, TaskValue)>>,
     /// Driver values per accumulator (the last one wins).
     pub driver_values: HashMap<i64, i64>,
-    /// qprof's profile of the query, when the log carries one: the profile, or why it
-    /// could not be read (e.g. written by a newer qprof).
-    pub qprof_profile: Option<Result<Box<QueryJson>, String>>,
+    /// qprof's profile of the query as logged, when the log carries one: its format
+    /// version and its JSON text, read when asked for ([`Execution::qprof_profile`]).
+    pub qprof_profile_json: Option<(Option<Value>, Box<str>)>,
 }
 
 impl Execution {
+    /// qprof's profile of the query, when the log carries one: the profile, or why it
+    /// cannot be read (e.g. written by a newer qprof).
+    pub fn qprof_profile(&self) -> Option<Result<QueryJson, String>> {
+        let (version, json) = self.qprof_profile_json.as_ref()?;
+        Some(read_profile(version.as_ref(), json))
+    }
+
     /// Spark's rendered value per accumulator id, for every accumulator with a value,
     /// aggregated as Spark's SQL listener does.
     ///
@@ -178,31 +175,18 @@ fn stage_values(
     (values, max)
 }
 
-fn declare_metrics(plan: &Value, into: &mut HashMap<i64, String>) {
-    for m in plan
-        .get("metrics")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        if let (Some(acc), Some(kind)) = (i64_field(m, "accumulatorId"), str_field(m, "metricType"))
-        {
-            into.insert(acc, kind);
+/// Declares the types of the metrics of `plan`'s nodes.
+fn declare_metrics(plan: &PlanNode, into: &mut HashMap<i64, Arc<str>>) {
+    for node in plan.iter() {
+        for m in node.metrics.iter().filter(|m| !m.metric_type.is_empty()) {
+            into.insert(m.accumulator_id, Arc::clone(&m.metric_type));
         }
-    }
-    for child in plan
-        .get("children")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        declare_metrics(child, into);
     }
 }
 
 /// The profile of a qprof extension event, or why it cannot be read. Logs written before
 /// the format had a version are version 1.
-fn read_profile(version: Option<&Value>, profile: &Value) -> Result<Box<QueryJson>, String> {
+fn read_profile(version: Option<&Value>, json: &str) -> Result<QueryJson, String> {
     let version = match version {
         None => 1,
         Some(v) => v
@@ -211,15 +195,16 @@ fn read_profile(version: Option<&Value>, profile: &Value) -> Result<Box<QueryJso
             .ok_or_else(|| format!("profile format version {v} is not a version number"))?,
     };
     crate::profile_json::check_version(version).map_err(|e| e.to_string())?;
-    QueryJson::deserialize(profile)
-        .map(Box::new)
-        .map_err(|e| format!("malformed profile: {e}"))
+    serde_json::from_str(json).map_err(|e| format!("malformed profile: {e}"))
 }
 
 impl AppState {
     pub(super) fn sql_start(&mut self, e: &Value) -> Applied {
         let id = req_i64(e, "executionId")?;
-        let plan_info = e.get("sparkPlanInfo").cloned().unwrap_or(Value::Null);
+        let plan = e
+            .get("sparkPlanInfo")
+            .filter(|p| p.is_object())
+            .map(|p| PlanNode::from_json(p, &mut self.names));
         let mut exec = Execution {
             id,
             root_id: i64_field(e, "rootExecutionId"),
@@ -235,8 +220,10 @@ impl AppState {
                 .unwrap_or_else(|| Value::Object(Default::default())),
             ..Execution::default()
         };
-        declare_metrics(&plan_info, &mut exec.metric_types);
-        exec.plan_info = plan_info;
+        if let Some(plan) = &plan {
+            declare_metrics(plan, &mut exec.metric_types);
+        }
+        exec.plan = plan;
         // jobs may have been logged before the execution in odd logs; link them
         exec.job_ids = self
             .jobs
@@ -254,9 +241,10 @@ impl AppState {
         if let Some(text) = str_field(e, "physicalPlanDescription") {
             exec.plan_description = text;
         }
-        if let Some(info) = e.get("sparkPlanInfo") {
-            declare_metrics(info, &mut exec.metric_types);
-            exec.plan_info = info.clone();
+        if let Some(info) = e.get("sparkPlanInfo").filter(|p| p.is_object()) {
+            let plan = PlanNode::from_json(info, &mut self.names);
+            declare_metrics(&plan, &mut exec.metric_types);
+            exec.plan = Some(plan);
         }
         Ok(())
     }
@@ -270,10 +258,11 @@ impl AppState {
             .into_iter()
             .flatten()
         {
-            if let (Some(acc), Some(kind)) =
-                (i64_field(m, "accumulatorId"), str_field(m, "metricType"))
-            {
-                exec.metric_types.insert(acc, kind);
+            if let (Some(acc), Some(kind)) = (
+                i64_field(m, "accumulatorId"),
+                m.get("metricType").and_then(Value::as_str),
+            ) {
+                exec.metric_types.insert(acc, self.names.intern(kind));
             }
         }
         Ok(())
@@ -310,7 +299,8 @@ impl AppState {
         let id = req_i64(e, "executionId")?;
         let exec = self.executions.get_mut(&id).ok_or(Missing)?;
         let profile = e.get("profile").ok_or(Missing)?;
-        exec.qprof_profile = Some(read_profile(e.get("formatVersion"), profile));
+        exec.qprof_profile_json =
+            Some((e.get("formatVersion").cloned(), profile.to_string().into()));
         Ok(())
     }
 }
