@@ -46,6 +46,11 @@ fn a_qprof_logs_replay_is_counted_within_a_quarter_of_its_heap() {
         (0.75..=1.25).contains(&ratio),
         "counted {counted} B, the allocator holds {real} B for it (ratio {ratio:.2})"
     );
+    // a replay takes no more memory than its log takes on disk
+    assert!(
+        real <= log_bytes as f64,
+        "the replay takes {real} B for a log of {log_bytes} B"
+    );
     drop(replay);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -162,7 +162,7 @@ async fn stages_have_their_own_memory_peaks_and_the_log_one_event_each() {
     let (heap, execution) = (slot("JVMHeapMemory"), slot("OffHeapExecutionMemory"));
     let mut largest = (0, 0);
     for stage in &profile.stages {
-        let replayed = state.stages[&(i64::from(stage.id), 0)].executor_peaks["driver"];
+        let replayed = *state.stages[&(i64::from(stage.id), 0)].executor_peaks["driver"];
         let memory = stage.memory.unwrap();
         assert_eq!(replayed[heap], memory.heap_bytes as i64);
         assert_eq!(replayed[execution], memory.execution_bytes as i64);

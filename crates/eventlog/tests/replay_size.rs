@@ -25,6 +25,11 @@ fn a_replays_counted_size_is_within_a_quarter_of_the_heap_it_takes() {
         (0.75..=1.25).contains(&ratio),
         "counted {counted} B, the allocator holds {real} B for it (ratio {ratio:.2}; log {log_bytes} B)"
     );
+    // a replay takes no more memory than its log takes on disk
+    assert!(
+        real <= log_bytes as f64,
+        "the replay takes {real} B for a log of {log_bytes} B"
+    );
     drop(replay);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -38,7 +38,7 @@ pub fn parse_quantiles(text: &str) -> Result<Vec<f64>, RestError> {
 }
 
 fn stage_data(stage: &Stage, opts: &StageOptions) -> Value {
-    let tasks: Vec<&Task> = stage.tasks.values().collect();
+    let tasks: Vec<&Task> = stage.tasks.values().map(|t| &**t).collect();
     let counts = count_tasks(std::iter::once(stage));
     let ended: Vec<&TaskMetrics> = tasks
         .iter()
@@ -184,8 +184,11 @@ fn stage_data(stage: &Stage, opts: &StageOptions) -> Value {
         let mut peak: Option<ExecutorPeaks> = None;
         for p in stage.executor_peaks.values() {
             match &mut peak {
-                Some(acc) => acc.iter_mut().zip(p).for_each(|(a, b)| *a = (*a).max(*b)),
-                None => peak = Some(*p),
+                Some(acc) => acc
+                    .iter_mut()
+                    .zip(p.iter())
+                    .for_each(|(a, b)| *a = (*a).max(*b)),
+                None => peak = Some(**p),
             }
         }
         put_opt(&mut o, "peakExecutorMetrics", peak.as_ref().map(peaks_json));

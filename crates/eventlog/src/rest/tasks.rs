@@ -121,6 +121,7 @@ pub(super) fn task_distributions(stage: &Stage, quantiles: &[f64]) -> Option<Val
     let ok: Vec<(&Task, &TaskMetrics)> = stage
         .tasks
         .values()
+        .map(|t| &**t)
         .filter(|t| t.status == TaskStatus::Success)
         .filter_map(|t| t.metrics.as_ref().map(|m| (t, m)))
         .collect();
@@ -208,6 +209,7 @@ pub fn task_list(
     let mut tasks: Vec<&Task> = stage
         .tasks
         .values()
+        .map(|t| &**t)
         .filter(|t| statuses.is_empty() || statuses.iter().any(|s| s == t.status.as_str()))
         .collect();
     let run_time = |t: &Task| t.metrics.map(|m| m.executor_run_time).unwrap_or(-1);

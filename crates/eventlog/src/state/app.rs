@@ -156,10 +156,10 @@ impl AppState {
             .and_then(peaks_of)
             .ok_or(Missing)?;
         let stage = self.stage_mut(stage_id, attempt);
-        let mut slot = stage.executor_peaks.get(&exec_id).copied();
+        let mut slot = stage.executor_peaks.get(&exec_id).map(|p| **p);
         merge_peaks(&mut slot, peaks);
         if let Some(p) = slot {
-            stage.executor_peaks.insert(exec_id.clone(), p);
+            stage.executor_peaks.insert(exec_id.clone(), Box::new(p));
         }
         merge_peaks(&mut self.executor_mut(&exec_id).peaks, peaks);
         Ok(())

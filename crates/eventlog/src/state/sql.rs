@@ -42,8 +42,8 @@ pub struct Execution {
     pub job_ids: Vec<i64>,
     /// Every metric declared by any plan version: its type by accumulator id.
     pub metric_types: HashMap<i64, Arc<str>>,
-    /// Task values per accumulator, in task-end order.
-    pub task_values: HashMap<i64, Vec<(u64, TaskValue)>>,
+    /// Task values as reported: (accumulator id, the task's end order, the value).
+    pub task_values: Vec<(i64, u64, TaskValue)>,
     /// Driver values per accumulator (the last one wins).
     pub driver_values: HashMap<i64, i64>,
     /// qprof's profile of the query as logged, when the log carries one: its format
@@ -77,10 +77,16 @@ impl Execution {
                 .flat_map(|j| j.stage_ids.iter().copied())
                 .collect::<Vec<_>>(),
         );
+        let mut by_accumulator: HashMap<i64, Vec<(u64, TaskValue)>> = HashMap::new();
+        for (id, order, value) in &self.task_values {
+            by_accumulator
+                .entry(*id)
+                .or_default()
+                .push((*order, *value));
+        }
         let mut out = HashMap::new();
         for (id, kind) in &self.metric_types {
-            let mut reported: Vec<(u64, TaskValue)> =
-                self.task_values.get(id).cloned().unwrap_or_default();
+            let mut reported = by_accumulator.remove(id).unwrap_or_default();
             reported.sort_by_key(|(order, _)| *order);
             let mut values: Vec<TaskValue> = Vec::new();
             let mut max: Option<(i64, TaskRef)> = None;

@@ -201,9 +201,9 @@ pub struct Stage {
     /// Named, non-internal accumulables of the stage: (id, name, value).
     pub accumulables: Vec<(i64, String, String)>,
     /// Tasks by id.
-    pub tasks: BTreeMap<i64, Task>,
+    pub tasks: BTreeMap<i64, Box<Task>>,
     /// Peak executor metrics per executor during this stage.
-    pub executor_peaks: BTreeMap<String, ExecutorPeaks>,
+    pub executor_peaks: BTreeMap<String, Box<ExecutorPeaks>>,
 }
 
 impl AppState {
@@ -333,7 +333,7 @@ impl AppState {
         self.stage_mut(e.stage_id, e.stage_attempt)
             .tasks
             .entry(task.id)
-            .or_insert(task);
+            .or_insert_with(|| Box::new(task));
         Ok(())
     }
 
@@ -388,7 +388,8 @@ impl AppState {
                     if !exec.metric_types.contains_key(&acc.id) {
                         continue;
                     }
-                    exec.task_values.entry(acc.id).or_default().push((
+                    exec.task_values.push((
+                        acc.id,
                         task.end_order,
                         TaskValue {
                             task: Some(task_ref),
@@ -400,7 +401,7 @@ impl AppState {
         }
         self.stage_mut(stage_id, attempt)
             .tasks
-            .insert(task.id, task);
+            .insert(task.id, Box::new(task));
         Ok(())
     }
 }
