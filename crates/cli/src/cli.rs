@@ -73,6 +73,14 @@ pub(crate) struct ServeArgs {
     /// Logs replayed at once (default: one per core).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub replay_threads: Option<u16>,
+    /// Delete the logs of completed applications not updated for this long, e.g. 7d
+    /// (never a log in progress).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub cleaner_max_age: Option<std::time::Duration>,
+    /// Keep at most this many applications, deleting the completed ones least recently
+    /// updated first (never a log in progress).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub cleaner_max_num: Option<u32>,
 }
 
 /// A duration such as `500ms`, `10s`, `5m`, `2h` or `7d` (a bare number is seconds).

@@ -17,6 +17,10 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<()> {
         replay_threads: args
             .replay_threads
             .map_or(defaults.replay_threads, usize::from),
+        cleaner: qprof_server::store::CleanerOptions {
+            max_age: args.cleaner_max_age,
+            max_num: args.cleaner_max_num.map(|n| n as usize),
+        },
     };
     std::fs::read_dir(dir)
         .with_context(|| format!("cannot read log directory '{}'", dir.display()))?;

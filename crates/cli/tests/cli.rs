@@ -431,6 +431,8 @@ fn serve_errors_are_one_line() {
         ("--update-interval", "soon", "not a duration"),
         ("--max-memory", "lots", "not a size"),
         ("--replay-threads", "0", "invalid value '0'"),
+        ("--cleaner-max-age", "never", "not a duration"),
+        ("--cleaner-max-num", "0", "invalid value '0'"),
     ] {
         assert_one_line_error(&qprof(&["serve", flag, value]), message);
     }

@@ -369,6 +369,7 @@ fn status_json(status: &StoreStatus) -> Value {
         "lastScan": (status.last_scan_millis > 0).then(|| qprof_eventlog::spark::format_date(status.last_scan_millis)),
         "scans": status.scans,
         "directoryError": status.dir_error,
+        "logsCleaned": status.cleaned,
         "cache": {
             "resident": c.resident,
             "residentBytes": c.resident_bytes,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use qprof_eventlog::fixtures::{ORACLE_APP, copy_oracle_app, oracle_log_dir};
-use qprof_server::store::StoreOptions;
+use qprof_server::store::{CleanerOptions, StoreOptions};
 use qprof_server::{LogStore, router};
 use serde_json::Value;
 use tower::ServiceExt;
@@ -34,6 +34,7 @@ fn options(max_memory_bytes: u64) -> StoreOptions {
         update_interval: Duration::from_secs(3600),
         max_memory_bytes,
         replay_threads: 2,
+        cleaner: CleanerOptions::default(),
     }
 }
 
@@ -253,5 +254,102 @@ async fn one_application_loads_once_and_its_load_blocks_no_other() {
     assert_eq!(answers[0].1, answers[1].1);
     assert_eq!(held.load(Ordering::SeqCst), 1, "the slow log loaded twice");
     assert_eq!(status(&store).await["cache"]["loads"], 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Application `local-<n>` copied into `dir`, last updated `days` ago; in progress if
+/// `running`. Returns its entry name.
+fn aged_app(dir: &Path, n: u64, days: u64, running: bool) -> String {
+    let id = copy_app(dir, n);
+    let entry = dir.join(format!("eventlog_v2_{id}"));
+    if running {
+        std::fs::rename(
+            entry.join(format!("appstatus_{id}")),
+            entry.join(format!("appstatus_{id}.inprogress")),
+        )
+        .unwrap();
+    }
+    let when = std::time::SystemTime::now() - Duration::from_secs(days * 86_400);
+    for file in std::fs::read_dir(&entry).unwrap() {
+        std::fs::File::options()
+            .write(true)
+            .open(file.unwrap().path())
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+    }
+    format!("eventlog_v2_{id}")
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn the_cleaner_deletes_old_and_surplus_completed_logs_and_never_a_running_one() {
+    let dir = temp_dir("cleaner");
+    let ages = [(1, 10), (2, 8), (3, 3), (4, 2), (5, 1)];
+    let completed: Vec<String> = ages
+        .iter()
+        .map(|&(n, days)| aged_app(&dir, n, days, false))
+        .collect();
+    let running = aged_app(&dir, 6, 20, true);
+    // older than a week: the two oldest completed ones go, the running one stays
+    let store = LogStore::open_with(
+        &dir,
+        StoreOptions {
+            cleaner: CleanerOptions {
+                max_age: Some(Duration::from_secs(7 * 86_400)),
+                max_num: None,
+            },
+            ..options(1 << 30)
+        },
+    )
+    .unwrap();
+    let mut left = vec![
+        running.clone(),
+        completed[2].clone(),
+        completed[3].clone(),
+        completed[4].clone(),
+    ];
+    left.sort();
+    assert_eq!(entries(&dir), left);
+    assert_eq!(store.list().unwrap().len(), 4);
+    assert_eq!(store.status().cleaned, 2);
+    // at most two: the least recently updated completed ones go until two are left
+    let store = LogStore::open_with(
+        &dir,
+        StoreOptions {
+            cleaner: CleanerOptions {
+                max_age: None,
+                max_num: Some(2),
+            },
+            ..options(1 << 30)
+        },
+    )
+    .unwrap();
+    let mut left = vec![running.clone(), completed[4].clone()];
+    left.sort();
+    assert_eq!(entries(&dir), left);
+    assert_eq!(store.status().cleaned, 2);
+    // however few are kept, the running log stays
+    let store = LogStore::open_with(
+        &dir,
+        StoreOptions {
+            cleaner: CleanerOptions {
+                max_age: Some(Duration::from_secs(1)),
+                max_num: Some(1),
+            },
+            ..options(1 << 30)
+        },
+    )
+    .unwrap();
+    assert_eq!(entries(&dir), [running]);
+    assert_eq!(store.list().unwrap().len(), 1);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -9,6 +9,7 @@
 //! with those, never turned into a path.
 
 mod cache;
+mod cleaner;
 mod index;
 
 use std::path::{Path, PathBuf};
@@ -21,6 +22,7 @@ use qprof_eventlog::profile_events::IdCounters;
 use qprof_eventlog::replay::Replay;
 
 pub use cache::CacheStats;
+pub use cleaner::CleanerOptions;
 pub use index::{ListedApp, Skipped};
 
 use crate::live::LiveSource;
@@ -37,6 +39,8 @@ pub struct StoreOptions {
     pub max_memory_bytes: u64,
     /// Logs replayed at once (Spark's `spark.history.fs.numReplayThreads`).
     pub replay_threads: usize,
+    /// Which logs the scanner deletes (none by default).
+    pub cleaner: CleanerOptions,
 }
 
 impl Default for StoreOptions {
@@ -46,6 +50,7 @@ impl Default for StoreOptions {
             update_interval: Duration::from_secs(10),
             max_memory_bytes: 2 << 30,
             replay_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            cleaner: CleanerOptions::default(),
         }
     }
 }
@@ -65,6 +70,8 @@ pub struct StoreStatus {
     pub scans: u64,
     /// Why the last scan could not read the directory, if it could not.
     pub dir_error: Option<String>,
+    /// Logs the cleaner deleted since the server started.
+    pub cleaned: u64,
     /// The replay cache.
     pub cache: CacheStats,
 }
@@ -77,6 +84,7 @@ pub struct LogStore {
     /// Held while scanning: one scan at a time; its value is when the last one started.
     scanning: Mutex<Option<Instant>>,
     scans: AtomicU64,
+    cleaned: AtomicU64,
     cache: ReplayCache,
     live: Option<Arc<dyn LiveSource>>,
 }
@@ -108,6 +116,7 @@ impl LogStore {
             index: RwLock::new(Arc::new(Index::default())),
             scanning: Mutex::new(None),
             scans: AtomicU64::new(0),
+            cleaned: AtomicU64::new(0),
             live: None,
         };
         store.scan();
@@ -167,6 +176,34 @@ impl LogStore {
         self.scan_holding(&mut last);
     }
 
+    /// Deletes the logs the cleaner's options condemn, and drops them from `index`.
+    fn clean(&self, index: &mut Index) {
+        let doomed = cleaner::to_delete(
+            index.apps.values(),
+            index::now_millis(),
+            &self.options.cleaner,
+        );
+        for (name, reason) in doomed {
+            let Some(app) = index.apps.get(&name) else {
+                continue;
+            };
+            let path = &app.source.path;
+            let deleted = if path.is_dir() {
+                std::fs::remove_dir_all(path)
+            } else {
+                std::fs::remove_file(path)
+            };
+            match deleted {
+                Ok(()) => {
+                    eprintln!("deleted log '{name}': {reason}");
+                    index.apps.remove(&name);
+                    self.cleaned.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => eprintln!("cannot delete log '{name}' ({reason}): {e}"),
+            }
+        }
+    }
+
     /// Scans unless a scan started after `asked` (requests that arrive together share
     /// one scan: they wait for the one under way).
     fn scan_since(&self, asked: Instant) {
@@ -179,7 +216,10 @@ impl LogStore {
     fn scan_holding(&self, last: &mut Option<Instant>) {
         *last = Some(Instant::now());
         let previous = self.index();
-        let next = index::scan(&self.dir, &previous, self.options.replay_threads);
+        let mut next = index::scan(&self.dir, &previous, self.options.replay_threads);
+        if self.options.cleaner.enabled() {
+            self.clean(&mut next);
+        }
         self.cache.retain(|name| next.apps.contains_key(name));
         *self.index.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
         self.scans.fetch_add(1, Ordering::Relaxed);
@@ -233,6 +273,7 @@ impl LogStore {
             last_scan_millis: index.scanned_at,
             scans: self.scans.load(Ordering::Relaxed),
             dir_error: index.dir_error.clone(),
+            cleaned: self.cleaned.load(Ordering::Relaxed),
             cache: self.cache.stats(),
         }
     }
