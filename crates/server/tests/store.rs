@@ -353,3 +353,28 @@ fn the_cleaner_deletes_old_and_surplus_completed_logs_and_never_a_running_one() 
     assert_eq!(store.list().unwrap().len(), 1);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test]
+async fn a_directory_that_becomes_unreadable_keeps_its_last_index_and_says_so() {
+    let dir = temp_dir("vanishing");
+    let id = copy_app(&dir, 1);
+    let store = Arc::new(LogStore::open_with(&dir, options(1 << 30)).unwrap());
+    let moved = dir.with_extension("moved");
+    std::fs::rename(&dir, &moved).unwrap();
+    store.scan();
+    let broken = status(&store).await;
+    assert!(
+        broken["directoryError"]
+            .as_str()
+            .is_some_and(|e| !e.is_empty()),
+        "{broken}"
+    );
+    let (code, apps) = get(&store, "/api/v1/applications").await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(apps[0]["id"], id.as_str());
+    // readable again: the error clears
+    std::fs::rename(&moved, &dir).unwrap();
+    store.scan();
+    assert!(status(&store).await["directoryError"].is_null());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
