@@ -81,6 +81,13 @@ pub(crate) struct ServeArgs {
     /// updated first (never a log in progress).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub cleaner_max_num: Option<u32>,
+    /// Save the replays of completed applications in this directory, to read them back
+    /// instead of replaying their logs (after eviction or a restart).
+    #[arg(long, value_name = "DIR")]
+    pub store_dir: Option<PathBuf>,
+    /// Disk for saved replays, e.g. 10G (the least recently used are dropped beyond it).
+    #[arg(long, value_name = "SIZE", default_value = "10G", value_parser = parse_size)]
+    pub store_max_disk: usize,
 }
 
 /// A duration such as `500ms`, `10s`, `5m`, `2h` or `7d` (a bare number is seconds).

@@ -21,9 +21,15 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<()> {
             max_age: args.cleaner_max_age,
             max_num: args.cleaner_max_num.map(|n| n as usize),
         },
+        store_dir: args.store_dir.clone(),
+        store_max_disk_bytes: args.store_max_disk as u64,
     };
     std::fs::read_dir(dir)
         .with_context(|| format!("cannot read log directory '{}'", dir.display()))?;
+    if let Some(store) = &args.store_dir {
+        std::fs::create_dir_all(store)
+            .with_context(|| format!("cannot create the store directory '{}'", store.display()))?;
+    }
     let listener = tokio::net::TcpListener::bind((args.bind.as_str(), args.port))
         .await
         .with_context(|| format!("cannot listen on {}:{}", args.bind, args.port))?;

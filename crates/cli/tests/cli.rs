@@ -431,11 +431,22 @@ fn serve_errors_are_one_line() {
         ("--update-interval", "soon", "not a duration"),
         ("--max-memory", "lots", "not a size"),
         ("--replay-threads", "0", "invalid value '0'"),
+        ("--store-max-disk", "plenty", "not a size"),
         ("--cleaner-max-age", "never", "not a duration"),
         ("--cleaner-max-num", "0", "invalid value '0'"),
     ] {
         assert_one_line_error(&qprof(&["serve", flag, value]), message);
     }
+    assert_one_line_error(
+        &qprof(&[
+            "serve",
+            "--log-dir",
+            dir.to_str().unwrap(),
+            "--store-dir",
+            "/dev/null/store",
+        ]),
+        "cannot create the store directory",
+    );
     // a port already taken
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();

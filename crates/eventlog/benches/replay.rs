@@ -9,6 +9,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use qprof_eventlog::fixtures::{copy_oracle_app, synthetic_spark_log};
 use qprof_eventlog::layout::discover;
 use qprof_eventlog::replay::{Replay, scan_info};
+use qprof_eventlog::snapshot::LogStamp;
 
 fn replay(c: &mut Criterion) {
     let dir = std::env::temp_dir().join(format!("qprof-bench-replay-{}", std::process::id()));
@@ -26,6 +27,24 @@ fn replay(c: &mut Criterion) {
         })
     });
     group.finish();
+    // the same application read back from its saved form
+    let replay = Replay::load(source.clone()).unwrap();
+    let stamp = LogStamp {
+        size: bytes,
+        modified_millis: 0,
+    };
+    let saved = replay.snapshot(stamp).unwrap();
+    let mut group = c.benchmark_group("saved_replay");
+    group.sample_size(10);
+    group.throughput(Throughput::Bytes(bytes));
+    group.bench_function("read_back_spark_log_64MiB", |b| {
+        b.iter(|| {
+            let r = Replay::from_snapshot(source.clone(), &saved, stamp).unwrap();
+            black_box(r.state().stages.len())
+        })
+    });
+    group.finish();
+    println!("saved form: {} bytes for a {bytes}-byte log", saved.len());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

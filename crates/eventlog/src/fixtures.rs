@@ -2,7 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use serde_json::{Value, json};
+
+use crate::rest;
+use crate::state::AppState;
 
 /// The fixture application's id.
 pub const ORACLE_APP: &str = "local-1795333320377";
@@ -72,4 +75,48 @@ pub fn copy_oracle_app(dir: &Path, id: &str) {
             .replace(ORACLE_APP, id);
         std::fs::write(to.join(name), text).expect("the copy");
     }
+}
+
+/// Every answer of the REST API for `state`, stage by stage and execution by execution,
+/// qprof's profiles included: two states that give the same are the same to a client.
+///
+/// # Panics
+/// If an answer that must exist is missing (test code).
+pub fn every_answer(state: &AppState) -> Value {
+    let details = rest::StageOptions {
+        details: true,
+        with_summaries: true,
+        ..Default::default()
+    };
+    let stages: Vec<Value> = state
+        .stages
+        .keys()
+        .map(|(id, attempt)| {
+            json!([
+                rest::stage_attempt(state, *id, *attempt, &details).unwrap(),
+                rest::task_summary(state, *id, *attempt, &[]).ok(),
+                rest::task_list(state, *id, *attempt, 0, 1000, Some("ID"), &[]).unwrap(),
+            ])
+        })
+        .collect();
+    let sql: Vec<Value> = state
+        .executions
+        .keys()
+        .map(|id| {
+            json!([
+                rest::sql(state, *id, true, true).unwrap(),
+                rest::qprof_profile(state, *id).ok(),
+            ])
+        })
+        .collect();
+    json!({
+        "jobs": rest::jobs(state, &[]).unwrap(),
+        "stages": rest::stages(state, &[], &details).unwrap(),
+        "stage": stages,
+        "sql": sql,
+        "executors": rest::executors(state, true),
+        "allexecutors": rest::executors(state, false),
+        "environment": rest::environment(state).unwrap(),
+        "skipped": [state.skipped.unknown_events, state.skipped.corrupt_lines],
+    })
 }

@@ -28,6 +28,7 @@ pub mod profile_json;
 pub mod replay;
 pub mod rest;
 mod scala_order;
+pub mod snapshot;
 pub mod spark;
 pub mod state;
 mod task_event;

@@ -70,6 +70,17 @@ impl Replay {
         }
     }
 
+    /// A replay of `source` whose `state` was read back from its saved form: it has read
+    /// its files to their end.
+    pub(crate) fn restored(source: LogSource, state: AppState, bytes_applied: u64) -> Replay {
+        Replay {
+            progress: vec![FileProgress { consumed: u64::MAX }; source.files.len()],
+            source,
+            state,
+            bytes_applied,
+        }
+    }
+
     /// Replays a whole log at once.
     pub fn load(source: LogSource) -> Result<Replay, EventLogError> {
         let mut replay = Replay::new(source);

@@ -370,6 +370,14 @@ fn status_json(status: &StoreStatus) -> Value {
         "scans": status.scans,
         "directoryError": status.dir_error,
         "logsCleaned": status.cleaned,
+        "diskStore": status.disk.map(|d| json!({
+            "files": d.files,
+            "bytes": d.bytes,
+            "budgetBytes": d.budget_bytes,
+            "hits": d.hits,
+            "writes": d.writes,
+            "discards": d.discards,
+        })),
         "cache": {
             "resident": c.resident,
             "residentBytes": c.resident_bytes,

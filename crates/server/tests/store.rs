@@ -34,7 +34,7 @@ fn options(max_memory_bytes: u64) -> StoreOptions {
         update_interval: Duration::from_secs(3600),
         max_memory_bytes,
         replay_threads: 2,
-        cleaner: CleanerOptions::default(),
+        ..StoreOptions::default()
     }
 }
 
@@ -377,4 +377,145 @@ async fn a_directory_that_becomes_unreadable_keeps_its_last_index_and_says_so() 
     store.scan();
     assert!(status(&store).await["directoryError"].is_null());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every REST answer for application `id` that a store gives.
+async fn every_answer(store: &Arc<LogStore>, id: &str) -> Value {
+    let base = format!("/api/v1/applications/{id}");
+    let mut paths = vec![
+        base.clone(),
+        format!("{base}/jobs"),
+        format!("{base}/stages?withSummaries=true"),
+        format!("{base}/executors"),
+        format!("{base}/allexecutors"),
+        format!("{base}/environment"),
+        format!("{base}/sql"),
+    ];
+    let (_, stages) = get(store, &format!("{base}/stages")).await;
+    for stage in stages.as_array().unwrap() {
+        let (s, a) = (&stage["stageId"], &stage["attemptId"]);
+        paths.push(format!("{base}/stages/{s}/{a}?details=true"));
+        paths.push(format!("{base}/stages/{s}/{a}/taskList?length=1000"));
+        paths.push(format!("{base}/stages/{s}/{a}/taskSummary"));
+    }
+    let (_, sqls) = get(store, &format!("{base}/sql")).await;
+    for sql in sqls.as_array().unwrap() {
+        paths.push(format!(
+            "{base}/sql/{}?details=true&planDescription=true",
+            sql["id"]
+        ));
+    }
+    let mut out = serde_json::Map::new();
+    for path in paths {
+        let (code, answer) = get(store, &path).await;
+        out.insert(path, serde_json::json!([code.as_u16(), answer]));
+    }
+    Value::Object(out)
+}
+
+fn with_disk_store(store_dir: &Path, budget: u64) -> StoreOptions {
+    StoreOptions {
+        store_dir: Some(store_dir.to_path_buf()),
+        store_max_disk_bytes: budget,
+        ..options(1 << 30)
+    }
+}
+
+#[tokio::test]
+async fn a_saved_replay_is_read_back_after_a_restart_and_answers_identically() {
+    let dir = temp_dir("disk");
+    let saved = temp_dir("disk-store");
+    let id = copy_app(&dir, 1);
+    let plain = Arc::new(LogStore::open_with(&dir, options(1 << 30)).unwrap());
+    let expected = every_answer(&plain, &id).await;
+    // the first server replays the log and saves it
+    let first = Arc::new(LogStore::open_with(&dir, with_disk_store(&saved, 1 << 30)).unwrap());
+    assert_eq!(every_answer(&first, &id).await, expected);
+    let disk = status(&first).await["diskStore"].clone();
+    assert_eq!(
+        (disk["writes"].as_u64(), disk["files"].as_u64()),
+        (Some(1), Some(1)),
+        "{disk}"
+    );
+    // a restarted server reads it back instead
+    let second = Arc::new(LogStore::open_with(&dir, with_disk_store(&saved, 1 << 30)).unwrap());
+    assert_eq!(every_answer(&second, &id).await, expected);
+    let after = status(&second).await;
+    assert_eq!(after["diskStore"]["hits"], 1, "{after}");
+    assert_eq!(after["cache"]["loads"], 0, "{after}");
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&saved).unwrap();
+}
+
+#[tokio::test]
+async fn a_damaged_or_stale_saved_replay_is_discarded_and_the_log_replayed() {
+    let dir = temp_dir("damaged");
+    let saved = temp_dir("damaged-store");
+    let id = copy_app(&dir, 1);
+    let plain = Arc::new(LogStore::open_with(&dir, options(1 << 30)).unwrap());
+    let expected = every_answer(&plain, &id).await;
+    let file = saved.join(format!("eventlog_v2_{id}.replay"));
+    type Damage<'a> = (&'a str, &'a dyn Fn(&mut Vec<u8>));
+    let damages: [Damage<'_>; 3] = [
+        ("truncated", &|b: &mut Vec<u8>| b.truncate(b.len() / 2)),
+        ("flipped", &|b: &mut Vec<u8>| {
+            let at = b.len() - 10;
+            b[at] ^= 0xff;
+        }),
+        ("older version", &|b: &mut Vec<u8>| {
+            b[12..16].copy_from_slice(&0u32.to_le_bytes())
+        }),
+    ];
+    for (what, damage) in damages {
+        let writer = Arc::new(LogStore::open_with(&dir, with_disk_store(&saved, 1 << 30)).unwrap());
+        every_answer(&writer, &id).await;
+        let mut bytes = std::fs::read(&file).unwrap();
+        damage(&mut bytes);
+        std::fs::write(&file, &bytes).unwrap();
+        let reader = Arc::new(LogStore::open_with(&dir, with_disk_store(&saved, 1 << 30)).unwrap());
+        assert_eq!(every_answer(&reader, &id).await, expected, "{what}");
+        let s = status(&reader).await;
+        assert_eq!(s["diskStore"]["discards"], 1, "{what}: {s}");
+        assert_eq!(s["cache"]["loads"], 1, "{what}: {s}");
+        // and the replay was saved again, good this time
+        assert_eq!(s["diskStore"]["writes"], 1, "{what}: {s}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&saved).unwrap();
+}
+
+#[tokio::test]
+async fn saved_replays_stay_within_their_disk_budget() {
+    let dir = temp_dir("disk-budget");
+    let saved = temp_dir("disk-budget-store");
+    let ids: Vec<String> = (1..=4).map(|n| copy_app(&dir, n)).collect();
+    let probe = Arc::new(LogStore::open_with(&dir, with_disk_store(&saved, 1 << 30)).unwrap());
+    get(&probe, &format!("/api/v1/applications/{}/jobs", ids[0])).await;
+    let one = status(&probe).await["diskStore"]["bytes"].as_u64().unwrap();
+    std::fs::remove_dir_all(&saved).unwrap();
+    let store = Arc::new(LogStore::open_with(&dir, with_disk_store(&saved, one * 5 / 2)).unwrap());
+    for id in &ids {
+        get(&store, &format!("/api/v1/applications/{id}/jobs")).await;
+        let disk = status(&store).await["diskStore"].clone();
+        assert!(disk["files"].as_u64().unwrap() <= 2, "{disk}");
+        assert!(
+            disk["bytes"].as_u64() <= disk["budgetBytes"].as_u64(),
+            "{disk}"
+        );
+    }
+    // the last two opened are the ones kept
+    let mut kept: Vec<String> = std::fs::read_dir(&saved)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    kept.sort();
+    assert_eq!(
+        kept,
+        [
+            format!("eventlog_v2_{}.replay", ids[2]),
+            format!("eventlog_v2_{}.replay", ids[3])
+        ]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&saved).unwrap();
 }

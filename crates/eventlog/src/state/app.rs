@@ -1,5 +1,6 @@
 //! The application, its executors and their memory peaks.
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{
@@ -8,7 +9,7 @@ use super::{
 use crate::spark::events;
 
 /// The application-level facts of a log.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct AppInfo {
     /// Spark version that wrote the log (`SparkListenerLogStart`).
     pub spark_version: Option<String>,
@@ -53,7 +54,7 @@ impl AppInfo {
 }
 
 /// An executor and its block manager.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Executor {
     /// Executor id (`driver` for the local process).
     pub id: String,
@@ -70,10 +71,13 @@ pub struct Executor {
     /// Why it was removed.
     pub remove_reason: Option<String>,
     /// Log URLs, attributes and resources, as logged.
+    #[serde(with = "crate::snapshot::as_json_text")]
     pub log_urls: Value,
     /// Executor attributes as logged.
+    #[serde(with = "crate::snapshot::as_json_text")]
     pub attributes: Value,
     /// Executor resources as logged.
+    #[serde(with = "crate::snapshot::as_json_text")]
     pub resources: Value,
     /// Resource profile id.
     pub resource_profile_id: i64,

@@ -1,11 +1,12 @@
 //! Jobs and the stages they declare.
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{AppState, Applied, Missing, StageStatus, i64_field, req_i64, str_field};
 
 /// A job (one per query in qprof logs).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Job {
     /// Job id.
     pub id: i64,

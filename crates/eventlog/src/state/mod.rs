@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::spark::{EXECUTOR_METRIC_NAMES, events};
@@ -28,7 +28,7 @@ pub use stages::{Stage, StageStatus, Task, TaskMetrics, TaskStatus};
 pub type ExecutorPeaks = [i64; 23];
 
 /// How many lines a replay could not use.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SkipCounts {
     /// Well-formed events of a kind this reader does not know (kept out of the state).
     pub unknown_events: u64,
@@ -37,13 +37,15 @@ pub struct SkipCounts {
 }
 
 /// Everything known about one application.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct AppState {
     /// Application facts.
     pub info: AppInfo,
     /// The `SparkListenerEnvironmentUpdate` event as logged.
+    #[serde(with = "crate::snapshot::as_json_text")]
     pub environment: Option<Value>,
     /// `SparkListenerResourceProfileAdded` events as logged.
+    #[serde(with = "crate::snapshot::as_json_text")]
     pub resource_profiles: Vec<Value>,
     /// Executors in the order they were added.
     pub executors: Vec<Executor>,
@@ -58,6 +60,7 @@ pub struct AppState {
     stage_jobs: HashMap<i64, Vec<i64>>,
     task_ends: u64,
     /// Metric names and types, one copy each.
+    #[serde(skip)]
     names: plan::Interner,
 }
 
@@ -196,6 +199,20 @@ impl AppState {
         };
         if applied.is_err() {
             self.skipped.corrupt_lines += 1;
+        }
+    }
+
+    /// Shares the metric names and types of every plan through the state's interner
+    /// again (a state read back from its saved form holds a copy of each).
+    pub(crate) fn share_names(&mut self) {
+        let names = &mut self.names;
+        for exec in self.executions.values_mut() {
+            for kind in exec.metric_types.values_mut() {
+                *kind = names.intern(kind);
+            }
+            if let Some(plan) = &mut exec.plan {
+                plan.share_names(names);
+            }
         }
     }
 

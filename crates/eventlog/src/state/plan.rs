@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Strings shared by a state's plans.
@@ -29,7 +30,7 @@ impl Interner {
 }
 
 /// A metric declared by a SQL plan node.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanMetric {
     /// Display name.
     pub name: Arc<str>,
@@ -41,7 +42,7 @@ pub struct PlanMetric {
 }
 
 /// A node of a logged SQL plan.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanNode {
     /// Operator name (`nodeName`).
     pub name: Box<str>,
@@ -81,6 +82,17 @@ impl PlanNode {
                 .iter()
                 .map(|c| PlanNode::from_json(c, names))
                 .collect(),
+        }
+    }
+
+    /// Takes this plan's metric names and types from `names`.
+    pub(crate) fn share_names(&mut self, names: &mut Interner) {
+        for m in &mut self.metrics {
+            m.name = names.intern(&m.name);
+            m.metric_type = names.intern(&m.metric_type);
+        }
+        for child in &mut self.children {
+            child.share_names(names);
         }
     }
 

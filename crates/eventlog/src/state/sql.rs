@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::plan::PlanNode;
@@ -14,7 +15,7 @@ use crate::profile_json::QueryJson;
 use crate::scala_order::scala_order;
 
 /// A SQL execution (one query).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Execution {
     /// Execution id.
     pub id: i64,
@@ -37,17 +38,20 @@ pub struct Execution {
     /// Query id.
     pub query_id: Option<String>,
     /// Modified configs.
+    #[serde(with = "crate::snapshot::as_json_text")]
     pub modified_configs: Value,
     /// Jobs of this execution.
     pub job_ids: Vec<i64>,
     /// Every metric declared by any plan version: its type by accumulator id.
     pub metric_types: HashMap<i64, Arc<str>>,
     /// Task values as reported: (accumulator id, the task's end order, the value).
+    #[serde(with = "crate::snapshot::task_values")]
     pub task_values: Vec<(i64, u64, TaskValue)>,
     /// Driver values per accumulator (the last one wins).
     pub driver_values: HashMap<i64, i64>,
     /// qprof's profile of the query as logged, when the log carries one: its format
     /// version and its JSON text, read when asked for ([`Execution::qprof_profile`]).
+    #[serde(with = "crate::snapshot::as_json_text")]
     pub qprof_profile_json: Option<(Option<Value>, Box<str>)>,
 }
 

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use qprof_core::metric::{TaskRef, TaskValue};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{
@@ -11,7 +12,7 @@ use super::{
 use crate::task_event::{Peaks, TaskEvent, TaskInfo};
 
 /// Status of a stage attempt, named as in Spark's REST API.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum StageStatus {
     /// Declared by a job, not submitted yet.
     Pending,
@@ -39,7 +40,7 @@ impl StageStatus {
 }
 
 /// Status of a task, named as in Spark's REST API.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TaskStatus {
     /// Started, not ended.
     Running,
@@ -64,7 +65,7 @@ impl TaskStatus {
 }
 
 /// Metrics of one ended task, in Spark's REST names.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[allow(missing_docs)]
 pub struct TaskMetrics {
     pub executor_deserialize_time: i64,
@@ -104,7 +105,7 @@ impl TaskMetrics {
 }
 
 /// One task attempt.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Task {
     /// Task id, unique within the application.
     pub id: i64,
@@ -168,7 +169,7 @@ impl Task {
 }
 
 /// One attempt of a stage.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Stage {
     /// Stage id.
     pub id: i64,

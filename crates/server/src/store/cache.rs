@@ -12,6 +12,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use qprof_eventlog::EventLogError;
 use qprof_eventlog::replay::Replay;
 
+use super::disk::DiskStore;
 use super::index::{Fingerprint, ListedApp, fingerprint};
 
 /// One application's place in the cache.
@@ -81,6 +82,8 @@ pub(crate) type LoadHook = Arc<dyn Fn(&str) + Send + Sync>;
 pub(crate) struct ReplayCache {
     budget: u64,
     pub(crate) before_load: Option<LoadHook>,
+    /// Saved replays of completed applications, read back before replaying.
+    pub(crate) disk: Option<DiskStore>,
     entries: Mutex<Entries>,
     permits: Permits,
     loads: AtomicU64,
@@ -93,6 +96,7 @@ impl ReplayCache {
         ReplayCache {
             budget,
             before_load: None,
+            disk: None,
             entries: Mutex::new(Entries::default()),
             permits: Permits {
                 free: Mutex::new(threads.max(1)),
@@ -149,13 +153,20 @@ impl ReplayCache {
                     Arc::make_mut(&mut replay).refresh()?;
                     replay
                 }
-                _ => {
-                    if let Some(hook) = &self.before_load {
-                        hook(name);
+                _ => match self.disk.as_ref().and_then(|d| d.load(app)) {
+                    Some(saved) => Arc::new(saved),
+                    None => {
+                        if let Some(hook) = &self.before_load {
+                            hook(name);
+                        }
+                        self.loads.fetch_add(1, Ordering::Relaxed);
+                        let replay = Replay::load(app.source.clone())?;
+                        if let Some(disk) = &self.disk {
+                            disk.save(app, &replay);
+                        }
+                        Arc::new(replay)
                     }
-                    self.loads.fetch_add(1, Ordering::Relaxed);
-                    Arc::new(Replay::load(app.source.clone())?)
-                }
+                },
             }
         };
         let bytes = replay.resident_bytes();

@@ -10,6 +10,7 @@
 
 mod cache;
 mod cleaner;
+mod disk;
 mod index;
 
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ use qprof_eventlog::replay::Replay;
 
 pub use cache::CacheStats;
 pub use cleaner::CleanerOptions;
+pub use disk::DiskStats;
 pub use index::{ListedApp, Skipped};
 
 use crate::live::LiveSource;
@@ -41,6 +43,11 @@ pub struct StoreOptions {
     pub replay_threads: usize,
     /// Which logs the scanner deletes (none by default).
     pub cleaner: CleanerOptions,
+    /// Where replays of completed applications are saved, if anywhere (Spark's
+    /// `spark.history.store.path`).
+    pub store_dir: Option<PathBuf>,
+    /// Bytes of saved replays kept on disk (Spark's `spark.history.store.maxDiskUsage`).
+    pub store_max_disk_bytes: u64,
 }
 
 impl Default for StoreOptions {
@@ -51,6 +58,8 @@ impl Default for StoreOptions {
             max_memory_bytes: 2 << 30,
             replay_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             cleaner: CleanerOptions::default(),
+            store_dir: None,
+            store_max_disk_bytes: 10 << 30,
         }
     }
 }
@@ -72,6 +81,8 @@ pub struct StoreStatus {
     pub dir_error: Option<String>,
     /// Logs the cleaner deleted since the server started.
     pub cleaned: u64,
+    /// The saved replays, when there is a store directory.
+    pub disk: Option<DiskStats>,
     /// The replay cache.
     pub cache: CacheStats,
 }
@@ -106,12 +117,20 @@ impl LogStore {
     /// empty). Call [`LogStore::spawn_scanner`] to keep it up to date.
     ///
     /// # Errors
-    /// If `dir` cannot be read; an entry in it that cannot be read is skipped instead.
+    /// If `dir` cannot be read, or the store directory cannot be created; an entry in
+    /// `dir` that cannot be read is skipped instead.
     pub fn open_with(dir: &Path, options: StoreOptions) -> Result<LogStore, EventLogError> {
         std::fs::read_dir(dir).map_err(|e| EventLogError::io(dir, e))?;
+        let mut cache = ReplayCache::new(options.max_memory_bytes, options.replay_threads);
+        if let Some(store_dir) = &options.store_dir {
+            cache.disk = Some(disk::DiskStore::open(
+                store_dir,
+                options.store_max_disk_bytes,
+            )?);
+        }
         let store = LogStore {
             dir: dir.to_path_buf(),
-            cache: ReplayCache::new(options.max_memory_bytes, options.replay_threads),
+            cache,
             options,
             index: RwLock::new(Arc::new(Index::default())),
             scanning: Mutex::new(None),
@@ -196,6 +215,9 @@ impl LogStore {
             match deleted {
                 Ok(()) => {
                     eprintln!("deleted log '{name}': {reason}");
+                    if let Some(disk) = &self.cache.disk {
+                        disk.remove(&name);
+                    }
                     index.apps.remove(&name);
                     self.cleaned.fetch_add(1, Ordering::Relaxed);
                 }
@@ -274,6 +296,7 @@ impl LogStore {
             scans: self.scans.load(Ordering::Relaxed),
             dir_error: index.dir_error.clone(),
             cleaned: self.cleaned.load(Ordering::Relaxed),
+            disk: self.cache.disk.as_ref().map(disk::DiskStore::stats),
             cache: self.cache.stats(),
         }
     }

@@ -1,0 +1,42 @@
+//! A qprof log of a TPC-H run, replayed and then read back from its saved form: every REST
+//! answer (qprof's profiles included) is the same.
+
+use std::process::Command;
+
+use qprof_eventlog::fixtures::every_answer;
+use qprof_eventlog::layout::discover;
+use qprof_eventlog::replay::Replay;
+use qprof_eventlog::snapshot::LogStamp;
+
+#[test]
+fn a_tpch_runs_saved_replay_answers_as_its_replay() {
+    let dir = std::env::temp_dir().join(format!("qprof-cli-saved-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let events = dir.join("events");
+    let out = Command::new(env!("CARGO_BIN_EXE_qprof"))
+        .args(["run", "--tpch", "0.01", "--top", "0", "--data-dir"])
+        .arg(dir.join("data"))
+        .arg("--event-log-dir")
+        .arg(&events)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let source = discover(&events).unwrap().remove(0);
+    let replay = Replay::load(source.clone()).unwrap();
+    assert_eq!(replay.state().executions.len(), 22);
+    let stamp = LogStamp {
+        size: 1,
+        modified_millis: 2,
+    };
+    let saved = replay.snapshot(stamp).unwrap();
+    let restored = Replay::from_snapshot(source, &saved, stamp).unwrap();
+    let (want, got) = (every_answer(replay.state()), every_answer(restored.state()));
+    // the profiles are there to compare
+    assert!(want["sql"][0][1]["query"].is_object(), "no qprof profile");
+    assert_eq!(got, want);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
