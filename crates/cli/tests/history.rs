@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use common::http_get;
+use common::{http_get, tpch_event_log};
 use serde_json::Value;
 
 mod common;
@@ -796,28 +796,7 @@ fn screenshot_stats(path: &Path) -> (u32, u32, f64, usize) {
 #[test]
 fn every_page_renders_in_headless_chromium() {
     let dir = temp_dir("ui");
-    let events = dir.join("events");
-    let out = qprof()
-        .args([
-            "run",
-            "--tpch",
-            "0.01",
-            "--queries",
-            "3,22",
-            "--top",
-            "0",
-            "--data-dir",
-        ])
-        .arg(dir.join("data"))
-        .arg("--event-log-dir")
-        .arg(&events)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let events = tpch_event_log(&dir, Some("3,22"));
     let server = Server::start(&events);
     // query 22 calls substr: the query page lists its call sites with their CPU time
     let dom = chromium(

@@ -2,29 +2,18 @@
 //! allocator reports it, and against the log's size. Alone in its test binary: no other
 //! test allocates meanwhile (the run itself is another process).
 
-use std::process::Command;
-
+use common::tpch_event_log;
 use qprof_core::executor_memory::process_memory;
 use qprof_eventlog::layout::discover;
 use qprof_eventlog::replay::Replay;
+
+mod common;
 
 #[test]
 fn a_qprof_logs_replay_is_counted_within_a_quarter_of_its_heap() {
     let dir = std::env::temp_dir().join(format!("qprof-cli-replay-size-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let events = dir.join("events");
-    let out = Command::new(env!("CARGO_BIN_EXE_qprof"))
-        .args(["run", "--tpch", "0.01", "--top", "0", "--data-dir"])
-        .arg(dir.join("data"))
-        .arg("--event-log-dir")
-        .arg(&events)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let events = tpch_event_log(&dir, None);
     let source = discover(&events).unwrap().remove(0);
     let log_bytes: u64 = source
         .files

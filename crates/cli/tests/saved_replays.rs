@@ -1,30 +1,19 @@
 //! A qprof log of a TPC-H run, replayed and then read back from its saved form: every REST
 //! answer (qprof's profiles included) is the same.
 
-use std::process::Command;
-
+use common::tpch_event_log;
 use qprof_eventlog::fixtures::every_answer;
 use qprof_eventlog::layout::discover;
 use qprof_eventlog::replay::Replay;
 use qprof_eventlog::snapshot::LogStamp;
 
+mod common;
+
 #[test]
 fn a_tpch_runs_saved_replay_answers_as_its_replay() {
     let dir = std::env::temp_dir().join(format!("qprof-cli-saved-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let events = dir.join("events");
-    let out = Command::new(env!("CARGO_BIN_EXE_qprof"))
-        .args(["run", "--tpch", "0.01", "--top", "0", "--data-dir"])
-        .arg(dir.join("data"))
-        .arg("--event-log-dir")
-        .arg(&events)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let events = tpch_event_log(&dir, None);
     let source = discover(&events).unwrap().remove(0);
     let replay = Replay::load(source.clone()).unwrap();
     assert_eq!(replay.state().executions.len(), 22);

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::http_get;
+use common::{http_get, tpch_event_log};
 use qprof_eventlog::compare::{first_difference, strip_host_fields};
 use serde_json::Value;
 
@@ -60,28 +60,7 @@ fn json(port: u16, path: &str) -> Value {
 }
 
 fn make_logs(dir: &Path) -> PathBuf {
-    let events = dir.join("events");
-    let out = qprof()
-        .args([
-            "run",
-            "--tpch",
-            "0.01",
-            "--queries",
-            "1,3,13,21",
-            "--top",
-            "0",
-            "--data-dir",
-        ])
-        .arg(dir.join("data"))
-        .arg("--event-log-dir")
-        .arg(&events)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let events = tpch_event_log(dir, Some("1,3,13,21"));
     // and an application whose query fails while running
     let out = qprof()
         .args([

@@ -1,8 +1,35 @@
-//! Helpers shared by the CLI's integration tests.
+//! Helpers shared by the CLI's integration tests (each test binary uses some of them).
+#![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
+
+/// Runs TPC-H SF 0.01 (all queries, or `queries`, e.g. `"3,22"`) with its data under
+/// `dir/data` and its event log under `dir/events`; returns the log directory.
+pub(crate) fn tpch_event_log(dir: &Path, queries: Option<&str>) -> PathBuf {
+    let events = dir.join("events");
+    let mut run = Command::new(env!("CARGO_BIN_EXE_qprof"));
+    run.args(["run", "--tpch", "0.01", "--top", "0"]);
+    if let Some(queries) = queries {
+        run.args(["--queries", queries]);
+    }
+    let out = run
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .arg("--event-log-dir")
+        .arg(&events)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    events
+}
 
 /// A plain HTTP/1.0 GET: (status, body).
 pub(crate) fn http_get(port: u16, path: &str) -> Option<(u16, Vec<u8>)> {
