@@ -272,7 +272,9 @@ fn a_query_over_the_memory_limit_fails_its_tasks_and_the_run_goes_on() {
     let (events, spill) = (dir.join("events"), dir.join("spill"));
     std::fs::create_dir_all(&spill).unwrap();
     let script = dir.join("script.sql");
-    // a hash join's build side cannot spill: 2M rows do not fit in 16 MiB
+    // a hash join's build side cannot spill: 2M rows do not fit in 16 MiB; one partition,
+    // so that the aggregation, alone in the pool, spills (two partitions race for it, and
+    // one left without memory fails instead)
     std::fs::write(
         &script,
         "SELECT count(*) AS n FROM generate_series(1, 2000000) AS a(x) \
@@ -285,7 +287,7 @@ fn a_query_over_the_memory_limit_fails_its_tasks_and_the_run_goes_on() {
     let out = qprof()
         .args(["sql", "-f"])
         .arg(&script)
-        .args(["--memory-limit", "16M", "--partitions", "2", "--top", "0"])
+        .args(["--memory-limit", "16M", "--partitions", "1", "--top", "0"])
         .arg("--profile-out")
         .arg(&profiles)
         .arg("--spill-dir")
