@@ -54,9 +54,14 @@ pub(crate) struct LogOptions {
 
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
-    /// Directory of event logs (qprof's or Spark's).
-    #[arg(long, value_name = "DIR", default_value = "qprof-events")]
+    /// Directory of event logs (qprof's or Spark's), or an S3 prefix
+    /// (`s3://bucket/prefix/`).
+    #[arg(long, value_name = "DIR|URL", default_value = "qprof-events")]
     pub log_dir: PathBuf,
+    /// An S3-compatible endpoint for an s3:// --log-dir, e.g. http://127.0.0.1:9000 (the
+    /// credentials and region come from the standard AWS environment variables).
+    #[arg(long, value_name = "URL", value_parser = parse_endpoint)]
+    pub s3_endpoint: Option<String>,
     /// Port to listen on (0: any free port).
     #[arg(long, default_value_t = 18080)]
     pub port: u16,

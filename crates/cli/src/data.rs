@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
-use object_store::aws::AmazonS3Builder;
+use object_store::aws::{AmazonS3, AmazonS3Builder};
 use url::Url;
 
 /// File formats tables are read in.
@@ -124,6 +124,25 @@ fn s3_buckets<'a>(texts: impl IntoIterator<Item = &'a str>) -> Vec<String> {
     buckets
 }
 
+/// The S3 client for `bucket`, configured from the standard AWS environment variables
+/// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, …) and `endpoint` if given
+/// (an S3-compatible server; plain HTTP is allowed for it).
+///
+/// # Errors
+/// A bucket or endpoint the S3 client refuses.
+pub(crate) fn s3_store(bucket: &str, endpoint: Option<&str>) -> Result<AmazonS3> {
+    let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+    if let Some(endpoint) = endpoint {
+        builder = builder
+            .with_endpoint(endpoint)
+            .with_allow_http(endpoint.starts_with("http://"));
+    }
+    builder
+        .build()
+        .map_err(|e| anyhow::anyhow!("{}", e.to_string().replace('\n', " ")))
+        .with_context(|| format!("cannot use S3 bucket '{bucket}'"))
+}
+
 /// Registers an S3 store in `ctx` for every bucket the tables and statements name,
 /// configured from the standard AWS environment variables (`AWS_ACCESS_KEY_ID`,
 /// `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, …) and `endpoint` if given (an S3-compatible
@@ -142,16 +161,7 @@ pub(crate) fn register_s3(
         .map(|t| t.location.as_str())
         .chain(statements.iter().map(String::as_str));
     for bucket in s3_buckets(texts) {
-        let mut builder = AmazonS3Builder::from_env().with_bucket_name(&bucket);
-        if let Some(endpoint) = endpoint {
-            builder = builder
-                .with_endpoint(endpoint)
-                .with_allow_http(endpoint.starts_with("http://"));
-        }
-        let store = builder
-            .build()
-            .map_err(|e| anyhow::anyhow!("{}", e.to_string().replace('\n', " ")))
-            .with_context(|| format!("cannot use S3 bucket '{bucket}'"))?;
+        let store = s3_store(&bucket, endpoint)?;
         let url = Url::parse(&format!("s3://{bucket}"))
             .with_context(|| format!("'{bucket}' is not a valid S3 bucket name"))?;
         ctx.runtime_env()

@@ -426,6 +426,29 @@ fn serve_errors_are_one_line() {
         &qprof(&["serve", "--port", "99999"]),
         "invalid value '99999'",
     );
+    // object stores: S3 only, with a bucket; an endpoint only for an S3 prefix
+    assert_one_line_error(
+        &qprof(&["serve", "--log-dir", "gs://bucket/logs"]),
+        "not gs://",
+    );
+    assert_one_line_error(
+        &qprof(&["serve", "--log-dir", "s3:///logs"]),
+        "names no bucket",
+    );
+    assert_one_line_error(
+        &qprof(&[
+            "serve",
+            "--log-dir",
+            dir.to_str().unwrap(),
+            "--s3-endpoint",
+            "http://127.0.0.1:9",
+        ]),
+        "--s3-endpoint is for an s3:// --log-dir",
+    );
+    assert_one_line_error(
+        &qprof(&["serve", "--log-dir", "s3://b/", "--s3-endpoint", "ftp://x"]),
+        "not an http:// or https:// URL",
+    );
     for (flag, value, message) in [
         ("--update-interval", "0s", "not a positive duration"),
         ("--update-interval", "soon", "not a duration"),

@@ -189,3 +189,203 @@ fn the_same_query_over_s3_and_over_a_local_file() {
     assert!(scan_metric(&s3, "dataSourceReadNanos") > 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A running `qprof serve`, stopped on drop, and its port.
+fn serve(args: &[&str], endpoint: Option<&str>) -> (Running, u16) {
+    use std::io::BufRead;
+    let mut command = Command::new(env!("CARGO_BIN_EXE_qprof"));
+    command
+        .env("AWS_ACCESS_KEY_ID", "qprof-test")
+        .env("AWS_SECRET_ACCESS_KEY", "qprof-test")
+        .env("AWS_REGION", "us-east-1")
+        .args(["serve", "--port", "0", "--update-interval", "1s"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    if let Some(endpoint) = endpoint {
+        command.args(["--s3-endpoint", endpoint]);
+    }
+    let mut child = command.spawn().expect("qprof serve starts");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let running = Running(child);
+    let port = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http://"))
+        .and_then(|a| a.trim_end_matches('/').rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    (running, port)
+}
+
+/// The JSON answer to `GET path`.
+fn get_json(port: u16, path: &str) -> Value {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(
+        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+        "{path}: {answer}"
+    );
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
+}
+
+/// `answer` without the fields that depend on where and when its logs were written.
+fn without_location(mut answer: Value) -> Value {
+    qprof_eventlog::compare::strip_host_fields(&mut answer);
+    answer
+}
+
+#[test]
+fn qprof_serve_reads_a_log_directory_from_an_s3_prefix() {
+    use object_store::aws::AmazonS3Builder;
+    use object_store::path::Path as ObjectPath;
+    use object_store::{ObjectStoreExt, PutPayload};
+
+    let (_s3, port) = start_s3();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    assert_eq!(http(port, "PUT", "/qprof-logs").unwrap(), 200);
+    let dir = std::env::temp_dir().join(format!("qprof-s3-serve-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let events = dir.join("events");
+    std::fs::create_dir_all(&events).unwrap();
+    // a qprof application and a Spark one
+    std::fs::write(dir.join("t.csv"), "k,v\n1,2\n1,3\n2,4\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_qprof"))
+        .current_dir(&dir)
+        .args([
+            "sql",
+            "SELECT k, sum(v) FROM t GROUP BY k",
+            "--table",
+            "t=t.csv",
+        ])
+        .args(["--event-log-dir", "events"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    qprof_eventlog::fixtures::copy_oracle_app(&events, "local-1");
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let bucket = AmazonS3Builder::new()
+        .with_bucket_name("qprof-logs")
+        .with_endpoint(&endpoint)
+        .with_allow_http(true)
+        .with_access_key_id("qprof-test")
+        .with_secret_access_key("qprof-test")
+        .with_region("us-east-1")
+        .build()
+        .unwrap();
+    let put = |key: String, bytes: Vec<u8>| {
+        runtime
+            .block_on(bucket.put(&ObjectPath::from(key), PutPayload::from(bytes)))
+            .unwrap();
+    };
+    for app in std::fs::read_dir(&events).unwrap() {
+        let app = app.unwrap();
+        for file in std::fs::read_dir(app.path()).unwrap() {
+            let file = file.unwrap();
+            let key = format!(
+                "spark-logs/{}/{}",
+                app.file_name().to_string_lossy(),
+                file.file_name().to_string_lossy()
+            );
+            put(key, std::fs::read(file.path()).unwrap());
+        }
+    }
+    // a single-file log in progress, in the bucket only: up to its first job's end
+    let oracle = std::fs::read_to_string(
+        qprof_eventlog::fixtures::oracle_log_dir()
+            .join(format!("events_1_{}", qprof_eventlog::fixtures::ORACLE_APP)),
+    )
+    .unwrap()
+    .replace(qprof_eventlog::fixtures::ORACLE_APP, "local-2");
+    let cut = oracle.find("SparkListenerJobEnd").unwrap();
+    let first = oracle[cut..].find('\n').unwrap() + cut + 1;
+    let second = oracle[..oracle.len() - 1].rfind('\n').unwrap() + 1;
+    let running_key = "spark-logs/local-2.inprogress".to_string();
+    put(running_key.clone(), oracle.as_bytes()[..first].to_vec());
+
+    let (_local, local_port) = serve(&["--log-dir", events.to_str().unwrap()], None);
+    let (_remote, remote_port) = serve(
+        &["--log-dir", "s3://qprof-logs/spark-logs/"],
+        Some(&endpoint),
+    );
+    let listing = get_json(remote_port, "/api/v1/applications");
+    assert_eq!(listing.as_array().unwrap().len(), 3, "{listing}");
+    let completed: Vec<Value> = listing
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["id"] != "local-2")
+        .cloned()
+        .collect();
+    assert_eq!(
+        without_location(Value::Array(completed)),
+        without_location(get_json(local_port, "/api/v1/applications"))
+    );
+    for app in get_json(local_port, "/api/v1/applications")
+        .as_array()
+        .unwrap()
+    {
+        let id = app["id"].as_str().unwrap();
+        for path in [
+            "",
+            "/jobs",
+            "/stages?details=true",
+            "/executors",
+            "/allexecutors",
+            "/sql?details=true",
+            "/environment",
+        ] {
+            let uri = format!("/api/v1/applications/{id}{path}");
+            assert_eq!(
+                without_location(get_json(remote_port, &uri)),
+                without_location(get_json(local_port, &uri)),
+                "{uri}"
+            );
+        }
+    }
+
+    // the log in progress grows in the bucket: once the scanner saw it, its replay reads
+    // only the appended bytes
+    let jobs = |v: Value| v.as_array().unwrap().len();
+    let app = "/api/v1/applications/local-2";
+    let before = jobs(get_json(remote_port, &format!("{app}/jobs")));
+    let updated = |port| get_json(port, app)["attempts"][0]["lastUpdatedEpoch"].clone();
+    let seen = updated(remote_port);
+    std::thread::sleep(Duration::from_millis(1100));
+    put(running_key, oracle.as_bytes()[..second].to_vec());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while updated(remote_port) == seen {
+        assert!(
+            Instant::now() < deadline,
+            "the scanner did not see the change"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let bytes_read = || {
+        get_json(remote_port, "/qprof/v1/status")["storage"]["bytesRead"]
+            .as_u64()
+            .unwrap()
+    };
+    let read_before = bytes_read();
+    let after = jobs(get_json(remote_port, &format!("{app}/jobs")));
+    assert_eq!(bytes_read() - read_before, (second - first) as u64);
+    assert!(after > before, "{before} jobs, then {after}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,11 +1,15 @@
 //! Where event logs live on disk: Spark 4's rolling layout
 //! (`eventlog_v2_<app>/events_<N>_<app>[.codec]` plus an `appstatus_<app>[.inprogress]`
-//! marker) and the single-file layout (`<app>[.codec][.inprogress]`).
+//! marker) and the single-file layout (`<app>[.codec][.inprogress]`), in any
+//! [`Storage`].
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::EventLogError;
 use crate::codec::Codec;
+pub use crate::storage::SkippedEntry;
+use crate::storage::{EntryKind, Storage, StoredEntry};
 
 /// Prefix of a rolling log's directory.
 pub const ROLLING_DIR_PREFIX: &str = "eventlog_v2_";
@@ -16,16 +20,20 @@ pub const APPSTATUS_PREFIX: &str = "appstatus_";
 /// Suffix of a log (or marker) still being written.
 pub const IN_PROGRESS_SUFFIX: &str = ".inprogress";
 
-/// One event-log file and its codec.
+/// One event-log file, its codec, and its size and time as last listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogFile {
     /// Path of the file.
     pub path: PathBuf,
     /// Codec from the file name.
     pub codec: Codec,
+    /// Bytes, as listed.
+    pub len: u64,
+    /// Last modification as listed, epoch ms (0 when unknown).
+    pub modified_millis: i64,
 }
 
-/// One application's log as found on disk.
+/// One application's log as found in a log directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogSource {
     /// Name of the directory (rolling) or file (single) under the log directory.
@@ -36,6 +44,10 @@ pub struct LogSource {
     pub files: Vec<LogFile>,
     /// Whether the writer is still running (or died): no completion marker.
     pub in_progress: bool,
+    /// Whether it is a rolling log (a directory of event files).
+    pub rolling: bool,
+    /// What its files are read through.
+    pub storage: Storage,
 }
 
 /// Splits `name` into the codec extension and the rest (`events_1_x.zstd` → `events_1_x`, zstd).
@@ -54,56 +66,66 @@ fn rolling_index(name: &str) -> Option<u64> {
     rest.split('_').next()?.parse().ok()
 }
 
-/// Reads one rolling-log directory.
-pub fn rolling_source(dir: &Path) -> Result<LogSource, EventLogError> {
-    let name = dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or_default()
-        .to_string();
+/// A rolling log from the entries of its directory (named `name`, at `path`).
+fn rolling_from<'a>(
+    storage: &Storage,
+    name: String,
+    path: PathBuf,
+    entries: impl IntoIterator<Item = &'a StoredEntry>,
+) -> LogSource {
     let mut files = Vec::new();
     let mut in_progress = true;
-    let entries = std::fs::read_dir(dir).map_err(|e| EventLogError::io(dir, e))?;
+    // an entry named as an event file is one, whatever it is: if it cannot be read, the
+    // log is skipped with the reason
     for entry in entries {
-        let entry = entry.map_err(|e| EventLogError::io(dir, e))?;
-        let file_name = entry.file_name();
-        let Some(file_name) = file_name.to_str() else {
-            continue;
-        };
-        if let Some(status) = file_name.strip_prefix(APPSTATUS_PREFIX) {
+        if let Some(status) = entry.name.strip_prefix(APPSTATUS_PREFIX) {
             in_progress = status.ends_with(IN_PROGRESS_SUFFIX);
-        } else if let Some(index) = rolling_index(file_name) {
-            let (_, codec) = strip_codec(file_name);
+        } else if let Some(index) = rolling_index(&entry.name) {
+            let (_, codec) = strip_codec(&entry.name);
             files.push((
                 index,
                 LogFile {
-                    path: entry.path(),
+                    path: entry.path.clone(),
                     codec,
+                    len: entry.len,
+                    modified_millis: entry.modified_millis,
                 },
             ));
         }
     }
     files.sort_by_key(|(index, _)| *index);
-    Ok(LogSource {
+    LogSource {
         name,
-        path: dir.to_path_buf(),
+        path,
         files: files.into_iter().map(|(_, f)| f).collect(),
         in_progress,
-    })
+        rolling: true,
+        storage: storage.clone(),
+    }
 }
 
-/// An entry of a log directory that is not a log that can be read, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SkippedEntry {
-    /// The entry's name under the log directory.
-    pub name: String,
-    /// Why it was skipped, on one line.
-    pub reason: String,
+/// Reads one rolling-log directory through `storage`.
+///
+/// # Errors
+/// If the directory cannot be listed.
+pub fn rolling_source(storage: &Storage, dir: &Path) -> Result<LogSource, EventLogError> {
+    let name = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_string();
+    let entries = storage.list(dir).map_err(|e| EventLogError::io(dir, e))?;
+    Ok(rolling_from(
+        storage,
+        name,
+        dir.to_path_buf(),
+        entries.iter().filter_map(|e| e.as_ref().ok()),
+    ))
 }
 
-/// Finds every application log directly under `dir`, sorted by name. Entries that are
-/// neither a rolling directory nor a plausible single-file log are ignored; entries that
-/// cannot be read are left out (see [`discover_all`] for them).
+/// Finds every application log directly under the local directory `dir`, sorted by
+/// name. Entries that are neither a rolling directory nor a plausible single-file log are
+/// ignored; entries that cannot be read are left out (see [`discover_all`] for them).
 ///
 /// # Errors
 /// Only if `dir` itself cannot be read.
@@ -111,70 +133,81 @@ pub fn discover(dir: &Path) -> Result<Vec<LogSource>, EventLogError> {
     discover_all(dir).map(|(sources, _)| sources)
 }
 
-/// Every application log directly under `dir`, sorted by name, and the entries that
-/// could not be read (a directory without permission, an entry that vanished while it
-/// was read), each with its reason. Hidden entries (`.name`) are not logs.
+/// [`discover_in`] the local file system.
+///
+/// # Errors
+/// Only if `dir` itself cannot be read.
+pub fn discover_all(dir: &Path) -> Result<(Vec<LogSource>, Vec<SkippedEntry>), EventLogError> {
+    discover_in(&Storage::local(), dir)
+}
+
+/// Every application log directly under `dir` in `storage`, sorted by name, and the
+/// entries that could not be read (a directory without permission, an entry that
+/// vanished while it was read), each with its reason; one listing
+/// ([`LogStorage::list_logs`](crate::storage::LogStorage::list_logs)) gives every fact.
+/// Hidden entries (`.name`) are not logs.
 ///
 /// # Errors
 /// Only if `dir` itself cannot be read: one bad entry never fails the whole.
-pub fn discover_all(dir: &Path) -> Result<(Vec<LogSource>, Vec<SkippedEntry>), EventLogError> {
-    let entries = std::fs::read_dir(dir).map_err(|e| EventLogError::io(dir, e))?;
+pub fn discover_in(
+    storage: &Storage,
+    dir: &Path,
+) -> Result<(Vec<LogSource>, Vec<SkippedEntry>), EventLogError> {
+    let listed = storage
+        .list_logs(dir)
+        .map_err(|e| EventLogError::io(dir, e))?;
     let mut sources = Vec::new();
     let mut skipped = Vec::new();
-    for entry in entries {
+    let mut rolling: BTreeMap<String, (Option<PathBuf>, Vec<StoredEntry>)> = BTreeMap::new();
+    for entry in listed {
         let entry = match entry {
             Ok(entry) => entry,
-            Err(e) => {
-                skipped.push(SkippedEntry {
-                    name: "?".to_string(),
-                    reason: format!("cannot read a directory entry: {e}"),
-                });
+            Err(skip) => {
+                if !skip.name.starts_with('.') {
+                    skipped.push(skip);
+                }
                 continue;
             }
         };
-        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
-            continue;
-        };
-        if name.starts_with('.') {
+        if let Some(parent) = &entry.within {
+            rolling.entry(parent.clone()).or_default().1.push(entry);
             continue;
         }
-        let skip = |reason: String| SkippedEntry {
-            name: name.clone(),
-            reason,
-        };
-        let path = entry.path();
-        // a link is what it points to, if anything
-        let file_type = match entry.file_type() {
-            Ok(t) if t.is_symlink() => std::fs::metadata(&path).map(|m| m.file_type()),
-            other => other,
-        };
-        let file_type = match file_type {
-            Ok(t) => t,
-            Err(e) => {
-                skipped.push(skip(format!("cannot read {}: {e}", path.display())));
-                continue;
-            }
-        };
-        if file_type.is_dir() {
-            if name.starts_with(ROLLING_DIR_PREFIX) {
-                match rolling_source(&path) {
-                    Ok(source) => sources.push(source),
-                    Err(e) => skipped.push(skip(e.to_string())),
+        if entry.name.starts_with('.') {
+            continue;
+        }
+        match entry.kind {
+            EntryKind::Dir => {
+                if entry.name.starts_with(ROLLING_DIR_PREFIX) {
+                    rolling.entry(entry.name.clone()).or_default().0 = Some(entry.path);
                 }
             }
-        } else if file_type.is_file() {
-            let (rest, in_progress) = match name.strip_suffix(IN_PROGRESS_SUFFIX) {
-                Some(rest) => (rest, true),
-                None => (name.as_str(), false),
-            };
-            let (_, codec) = strip_codec(rest);
-            sources.push(LogSource {
-                name: name.clone(),
-                path: path.clone(),
-                files: vec![LogFile { path, codec }],
-                in_progress,
-            });
+            EntryKind::File => {
+                let (rest, in_progress) = match entry.name.strip_suffix(IN_PROGRESS_SUFFIX) {
+                    Some(rest) => (rest, true),
+                    None => (entry.name.as_str(), false),
+                };
+                let (_, codec) = strip_codec(rest);
+                sources.push(LogSource {
+                    name: entry.name.clone(),
+                    path: entry.path.clone(),
+                    files: vec![LogFile {
+                        path: entry.path,
+                        codec,
+                        len: entry.len,
+                        modified_millis: entry.modified_millis,
+                    }],
+                    in_progress,
+                    rolling: false,
+                    storage: storage.clone(),
+                });
+            }
         }
+    }
+    for (name, (path, entries)) in rolling {
+        // a store without directories names them only through their files
+        let path = path.unwrap_or_else(|| dir.join(&name));
+        sources.push(rolling_from(storage, name, path, &entries));
     }
     sources.sort_by(|a, b| a.name.cmp(&b.name));
     skipped.sort_by(|a, b| a.name.cmp(&b.name));

@@ -6,7 +6,8 @@
 //! - [`profile_json`] is qprof's own JSON profile (`--profile-out` and the extension
 //!   event), as versioned serde types;
 //! - [`layout`], [`codec`] and [`replay`] find and read logs written by qprof or by Spark
-//!   (uncompressed, zstd, lz4; single-file or rolling; in progress or complete);
+//!   (uncompressed, zstd, lz4; single-file or rolling; in progress or complete), through
+//!   a [`storage`] seam: the local file system, or an object store supplied by the caller;
 //! - [`state`] rebuilds an application from its events, as Spark's status listeners do;
 //! - [`rest`] renders Spark's `/api/v1` JSON answers from that state.
 //!
@@ -31,6 +32,7 @@ mod scala_order;
 pub mod snapshot;
 pub mod spark;
 pub mod state;
+pub mod storage;
 mod task_event;
 pub mod writer;
 

@@ -3,12 +3,11 @@
 //! but only new lines are applied). A last line without its newline is left for the next
 //! refresh while the log is in progress, and counted as corrupt once the log is complete.
 
-use std::io::{Read, Seek, SeekFrom};
-
 use crate::EventLogError;
 use crate::codec::Codec;
 use crate::layout::{LogFile, LogSource, rolling_source};
 use crate::state::{AppInfo, AppState};
+use crate::storage::Storage;
 
 #[derive(Debug, Clone, Default)]
 struct FileProgress {
@@ -25,17 +24,17 @@ pub struct Replay {
     bytes_applied: u64,
 }
 
-/// New data read from a file: the bytes past the consumed offset.
-fn read_new(file: &LogFile, consumed: u64) -> Result<Vec<u8>, EventLogError> {
+/// New data read from a file: the bytes past the consumed offset (only those, for an
+/// uncompressed file).
+fn read_new(storage: &Storage, file: &LogFile, consumed: u64) -> Result<Vec<u8>, EventLogError> {
     let io = |e| EventLogError::io(&file.path, e);
     if file.codec == Codec::None {
-        let mut f = std::fs::File::open(&file.path).map_err(io)?;
-        f.seek(SeekFrom::Start(consumed)).map_err(io)?;
-        let mut data = Vec::new();
-        f.read_to_end(&mut data).map_err(io)?;
+        let (data, _) = storage
+            .read_range(&file.path, consumed, u64::MAX)
+            .map_err(io)?;
         Ok(data)
     } else {
-        let raw = std::fs::read(&file.path).map_err(io)?;
+        let raw = storage.read(&file.path).map_err(io)?;
         let (decoded, _) = file.codec.decode(&raw)?;
         let start = usize::try_from(consumed)
             .unwrap_or(usize::MAX)
@@ -121,17 +120,19 @@ impl Replay {
     /// Reads what was appended since the last refresh (new files of a rolling log
     /// included) and applies it; returns the number of new bytes applied.
     pub fn refresh(&mut self) -> Result<u64, EventLogError> {
-        if self.source.path.is_dir() {
-            self.source = rolling_source(&self.source.path)?;
+        let storage = self.source.storage.clone();
+        let exists = |path: &std::path::Path| storage.exists(path).unwrap_or(false);
+        if self.source.rolling {
+            self.source = rolling_source(&storage, &self.source.path)?;
         } else if let Some(file) = self.source.files.first() {
             // a single-file log loses its `.inprogress` suffix when it completes
-            if !file.path.exists() {
+            if !exists(&file.path) {
                 let done = file
                     .path
                     .to_str()
                     .and_then(|p| p.strip_suffix(crate::layout::IN_PROGRESS_SUFFIX))
                     .map(std::path::PathBuf::from);
-                if let Some(done) = done.filter(|p| p.exists()) {
+                if let Some(done) = done.filter(|p| exists(p)) {
                     self.source.files[0].path = done.clone();
                     self.source.path = done;
                     self.source.in_progress = false;
@@ -143,7 +144,7 @@ impl Replay {
         let mut applied = 0;
         let count = self.source.files.len();
         for (i, file) in self.source.files.iter().enumerate() {
-            let data = read_new(file, self.progress[i].consumed)?;
+            let data = read_new(&storage, file, self.progress[i].consumed)?;
             let final_part = i + 1 < count || !self.source.in_progress;
             let state = &mut self.state;
             let used = for_each_line(&data, final_part, |line| state.apply_line(line));
@@ -186,28 +187,31 @@ fn apply_listing_events(data: &[u8], final_part: bool, info: &mut AppInfo) -> bo
 }
 
 /// Up to `limit` bytes from `offset` of an uncompressed file, and whether they reach its end.
-fn read_range(file: &LogFile, offset: u64, limit: u64) -> Result<(Vec<u8>, bool), EventLogError> {
-    let io = |e| EventLogError::io(&file.path, e);
-    let mut f = std::fs::File::open(&file.path).map_err(io)?;
-    let len = f.metadata().map_err(io)?.len();
-    f.seek(SeekFrom::Start(offset)).map_err(io)?;
-    let mut data = Vec::new();
-    f.take(limit).read_to_end(&mut data).map_err(io)?;
+fn read_range(
+    storage: &Storage,
+    file: &LogFile,
+    offset: u64,
+    limit: u64,
+) -> Result<(Vec<u8>, bool), EventLogError> {
+    let (data, len) = storage
+        .read_range(&file.path, offset, limit)
+        .map_err(|e| EventLogError::io(&file.path, e))?;
     let to_end = offset + data.len() as u64 >= len;
     Ok((data, to_end))
 }
 
 /// Reads only what an application listing needs (log start, application start and end):
-/// the head of its first file and the tail of its last, for uncompressed logs (a
-/// compressed file is decoded whole). Every other line is skipped by its prefix without
-/// parsing it.
+/// the head of its first file and the tail of its last, for uncompressed logs, with the
+/// last file's length as listed (a compressed file is decoded whole). Every other line is
+/// skipped by its prefix without parsing it.
 pub fn scan_info(source: &LogSource) -> Result<AppInfo, EventLogError> {
+    let storage = &source.storage;
     let mut info = AppInfo::default();
     let (Some(first), Some(last)) = (source.files.first(), source.files.last()) else {
         return Ok(info);
     };
     let whole = |file: &LogFile, info: &mut AppInfo| -> Result<(), EventLogError> {
-        apply_listing_events(&read_new(file, 0)?, true, info);
+        apply_listing_events(&read_new(storage, file, 0)?, true, info);
         Ok(())
     };
     let single = source.files.len() == 1;
@@ -218,7 +222,7 @@ pub fn scan_info(source: &LogSource) -> Result<AppInfo, EventLogError> {
             return Ok(info);
         }
     } else {
-        let (head, to_end) = read_range(first, 0, HEAD_BYTES)?;
+        let (head, to_end) = read_range(storage, first, 0, HEAD_BYTES)?;
         let started = apply_listing_events(&head, to_end, &mut info);
         if !started && !to_end {
             // start events beyond the head (a large environment): the whole file
@@ -234,11 +238,8 @@ pub fn scan_info(source: &LogSource) -> Result<AppInfo, EventLogError> {
     if last.codec != Codec::None {
         whole(last, &mut info)?;
     } else {
-        let len = std::fs::metadata(&last.path)
-            .map_err(|e| EventLogError::io(&last.path, e))?
-            .len();
-        let offset = len.saturating_sub(TAIL_BYTES);
-        let (tail, _) = read_range(last, offset, TAIL_BYTES)?;
+        let offset = last.len.saturating_sub(TAIL_BYTES);
+        let (tail, _) = read_range(storage, last, offset, TAIL_BYTES)?;
         // from the first whole line unless at the file's start
         let from = if offset == 0 {
             0

@@ -5,6 +5,7 @@
 use std::io::Write;
 
 use qprof_eventlog::EventLogError;
+use qprof_eventlog::layout::APPSTATUS_PREFIX;
 use qprof_eventlog::rest::{self, AttemptSource, RestError, StageOptions};
 use qprof_eventlog::state::AppState;
 use serde_json::{Value, json};
@@ -119,7 +120,11 @@ fn attempt_source(app: &ListedApp) -> AttemptSource<'_> {
         info: &app.info,
         completed: !app.source.in_progress,
         last_updated: app.last_updated,
-        log_source: format!("file:{}", app.source.name),
+        // an object's full URL; a local log by its name, not the server's paths
+        log_source: match app.source.path.to_str() {
+            Some(url) if url.contains("://") => url.to_string(),
+            _ => format!("file:{}", app.source.name),
+        },
     }
 }
 
@@ -385,6 +390,11 @@ fn status_json(status: &StoreStatus) -> Value {
             "loads": c.loads,
             "evictions": c.evictions,
         },
+        "storage": status.storage.map(|s| json!({
+            "lists": s.lists,
+            "reads": s.reads,
+            "bytesRead": s.bytes_read,
+        })),
     })
 }
 
@@ -392,7 +402,8 @@ fn status_json(status: &StoreStatus) -> Value {
 fn logs_zip(app: &ListedApp) -> Result<Answer, ApiError> {
     let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     let options = zip::write::SimpleFileOptions::default();
-    let rolling = app.source.path.is_dir();
+    let rolling = app.source.rolling;
+    let storage = &app.source.storage;
     let zip_err = |e: zip::result::ZipError| ApiError::Internal(format!("cannot build zip: {e}"));
     if rolling {
         zip.add_directory(format!("{}/", app.source.name), options)
@@ -402,12 +413,14 @@ fn logs_zip(app: &ListedApp) -> Result<Answer, ApiError> {
         app.source.files.iter().map(|f| f.path.clone()).collect();
     if rolling {
         // the status marker belongs to the log too
-        if let Ok(entries) = std::fs::read_dir(&app.source.path) {
-            for e in entries.flatten() {
-                if e.file_name().to_string_lossy().starts_with("appstatus_") {
-                    files.push(e.path());
-                }
-            }
+        if let Ok(entries) = storage.list(&app.source.path) {
+            files.extend(
+                entries
+                    .into_iter()
+                    .flatten()
+                    .filter(|e| e.name.starts_with(APPSTATUS_PREFIX))
+                    .map(|e| e.path),
+            );
         }
     }
     for path in files {
@@ -420,7 +433,9 @@ fn logs_zip(app: &ListedApp) -> Result<Answer, ApiError> {
         } else {
             name
         };
-        let bytes = std::fs::read(&path).map_err(|e| EventLogError::io(&path, e))?;
+        let bytes = storage
+            .read(&path)
+            .map_err(|e| EventLogError::io(&path, e))?;
         zip.start_file(entry, options).map_err(zip_err)?;
         zip.write_all(&bytes)
             .map_err(|e| EventLogError::io(&path, e))?;

@@ -23,10 +23,12 @@ use serde_json::json;
 pub mod api;
 pub mod live;
 pub mod metrics;
+pub mod object_storage;
 pub mod store;
 mod ui;
 
 pub use live::LiveSource;
+pub use object_storage::ObjectStorage;
 pub use store::LogStore;
 
 use api::{Answer, ApiError, Params};

@@ -6,9 +6,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::UNIX_EPOCH;
 
-use qprof_eventlog::layout::{LogSource, discover_all};
+use qprof_eventlog::EventLogError;
+use qprof_eventlog::layout::{LogSource, discover_in};
 use qprof_eventlog::replay::scan_info;
 use qprof_eventlog::state::AppInfo;
+use qprof_eventlog::storage::Storage;
 
 /// Size and modification time of a log's files: when it changes, the log changed.
 pub(crate) type Fingerprint = (u64, i64);
@@ -20,21 +22,15 @@ pub(crate) fn now_millis() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// The fingerprint of `source`'s files as they are now.
+/// The fingerprint of `source`'s files as they were listed.
 pub(crate) fn fingerprint(source: &LogSource) -> Fingerprint {
-    let mut size = 0;
-    let mut modified = 0;
-    for file in &source.files {
-        if let Ok(meta) = std::fs::metadata(&file.path) {
-            size += meta.len();
-            let ms = meta
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-            modified = modified.max(ms);
-        }
-    }
+    let size = source.files.iter().map(|f| f.len).sum();
+    let modified = source
+        .files
+        .iter()
+        .map(|f| f.modified_millis)
+        .max()
+        .unwrap_or(0);
     (size, modified)
 }
 
@@ -82,7 +78,7 @@ pub(crate) struct Index {
 
 /// An entry to (re-)read, or the outcome of reading it.
 enum Read {
-    Listed(ListedApp),
+    Listed(Box<ListedApp>),
     Skipped(Skipped),
 }
 
@@ -107,27 +103,32 @@ fn read_entry(source: LogSource) -> Read {
         Ok(info) if info.id.is_none() => {
             skip("no application start (not an event log, or nothing logged yet)".to_string())
         }
-        Ok(info) => Read::Listed(ListedApp {
+        Ok(info) => Read::Listed(Box::new(ListedApp {
             last_updated: fp.1,
             info,
             fingerprint: fp,
             source,
-        }),
+        })),
     }
 }
 
-/// Scans `dir` into a new index, re-reading (on up to `threads` threads) only the entries
-/// whose fingerprint differs from `previous`'s. Entries skipped for the first time are
-/// reported once on stderr.
-pub(crate) fn scan(dir: &Path, previous: &Index, threads: usize) -> Index {
-    let (sources, unreadable) = match discover_all(dir) {
+/// Scans `dir` in `storage` into a new index, re-reading (on up to `threads` threads) only
+/// the entries whose fingerprint differs from `previous`'s. Entries skipped for the first
+/// time are reported once on stderr.
+pub(crate) fn scan(storage: &Storage, dir: &Path, previous: &Index, threads: usize) -> Index {
+    let (sources, unreadable) = match discover_in(storage, dir) {
         Ok(found) => found,
         Err(e) => {
             if previous.dir_error.is_none() {
                 eprintln!("cannot read the log directory: {e}");
             }
+            // the cause alone: the directory is known
+            let cause = match e {
+                EventLogError::Io { cause, .. } => cause.to_string(),
+                other => other.to_string(),
+            };
             return Index {
-                dir_error: Some(e.to_string()),
+                dir_error: Some(cause),
                 ..previous.clone()
             };
         }
@@ -160,7 +161,7 @@ pub(crate) fn scan(dir: &Path, previous: &Index, threads: usize) -> Index {
     for read in read_all(to_read, threads) {
         match read {
             Read::Listed(app) => {
-                index.apps.insert(app.source.name.clone(), app);
+                index.apps.insert(app.source.name.clone(), *app);
             }
             Read::Skipped(s) => {
                 index.skipped.insert(s.name.clone(), s);

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use qprof_eventlog::EventLogError;
 use qprof_eventlog::profile_events::IdCounters;
 use qprof_eventlog::replay::Replay;
+use qprof_eventlog::storage::{Storage, StorageStats};
 
 pub use cache::CacheStats;
 pub use cleaner::CleanerOptions;
@@ -85,10 +86,13 @@ pub struct StoreStatus {
     pub disk: Option<DiskStats>,
     /// The replay cache.
     pub cache: CacheStats,
+    /// Requests to the storage and bytes read, for storages that count them.
+    pub storage: Option<StorageStats>,
 }
 
 /// The applications of one log directory.
 pub struct LogStore {
+    storage: Storage,
     dir: PathBuf,
     options: StoreOptions,
     index: RwLock<Arc<Index>>,
@@ -113,14 +117,26 @@ impl LogStore {
         LogStore::open_with(dir, StoreOptions::default())
     }
 
-    /// A store over `dir`, scanned once before it returns (an empty directory is served
-    /// empty). Call [`LogStore::spawn_scanner`] to keep it up to date.
+    /// A store over the local directory `dir`; see [`LogStore::open_in`].
     ///
     /// # Errors
-    /// If `dir` cannot be read, or the store directory cannot be created; an entry in
-    /// `dir` that cannot be read is skipped instead.
+    /// As [`LogStore::open_in`].
     pub fn open_with(dir: &Path, options: StoreOptions) -> Result<LogStore, EventLogError> {
-        std::fs::read_dir(dir).map_err(|e| EventLogError::io(dir, e))?;
+        LogStore::open_in(Storage::local(), dir, options)
+    }
+
+    /// A store over `dir` in `storage` (the local file system, or an object store),
+    /// scanned once before it returns (an empty directory is served empty). Call
+    /// [`LogStore::spawn_scanner`] to keep it up to date.
+    ///
+    /// # Errors
+    /// If `dir` cannot be listed, or the store directory cannot be created; an entry in
+    /// `dir` that cannot be read is skipped instead.
+    pub fn open_in(
+        storage: Storage,
+        dir: &Path,
+        options: StoreOptions,
+    ) -> Result<LogStore, EventLogError> {
         let mut cache = ReplayCache::new(options.max_memory_bytes, options.replay_threads);
         if let Some(store_dir) = &options.store_dir {
             cache.disk = Some(disk::DiskStore::open(
@@ -129,16 +145,25 @@ impl LogStore {
             )?);
         }
         let store = LogStore {
+            storage,
             dir: dir.to_path_buf(),
             cache,
             options,
-            index: RwLock::new(Arc::new(Index::default())),
+            // not read yet: a failure of the first scan is returned, not reported
+            index: RwLock::new(Arc::new(Index {
+                dir_error: Some("not read yet".to_string()),
+                ..Index::default()
+            })),
             scanning: Mutex::new(None),
             scans: AtomicU64::new(0),
             cleaned: AtomicU64::new(0),
             live: None,
         };
         store.scan();
+        // the first scan tells whether the directory can be read at all
+        if let Some(error) = store.index().dir_error.clone() {
+            return Err(EventLogError::io(dir, std::io::Error::other(error)));
+        }
         Ok(store)
     }
 
@@ -206,13 +231,7 @@ impl LogStore {
             let Some(app) = index.apps.get(&name) else {
                 continue;
             };
-            let path = &app.source.path;
-            let deleted = if path.is_dir() {
-                std::fs::remove_dir_all(path)
-            } else {
-                std::fs::remove_file(path)
-            };
-            match deleted {
+            match self.storage.remove(&app.source.path) {
                 Ok(()) => {
                     eprintln!("deleted log '{name}': {reason}");
                     if let Some(disk) = &self.cache.disk {
@@ -238,7 +257,12 @@ impl LogStore {
     fn scan_holding(&self, last: &mut Option<Instant>) {
         *last = Some(Instant::now());
         let previous = self.index();
-        let mut next = index::scan(&self.dir, &previous, self.options.replay_threads);
+        let mut next = index::scan(
+            &self.storage,
+            &self.dir,
+            &previous,
+            self.options.replay_threads,
+        );
         if self.options.cleaner.enabled() {
             self.clean(&mut next);
         }
@@ -298,6 +322,7 @@ impl LogStore {
             cleaned: self.cleaned.load(Ordering::Relaxed),
             disk: self.cache.disk.as_ref().map(disk::DiskStore::stats),
             cache: self.cache.stats(),
+            storage: self.storage.stats(),
         }
     }
 
