@@ -236,6 +236,34 @@ enum BenchCommand {
     Overhead(OverheadArgs),
     /// Cost and accuracy of per-function CPU tracking (full and adaptive sampling).
     Functions(FunctionsArgs),
+    /// The history server over many applications: copies of one log under new ids.
+    History(HistoryArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct HistoryArgs {
+    /// Applications in the directory served.
+    #[arg(long, default_value_t = 1000, value_name = "N", value_parser = clap::value_parser!(u32).range(10..=1_000_000))]
+    pub apps: u32,
+    /// The log directory holding the log to copy (its newest complete, uncompressed
+    /// rolling log).
+    #[arg(long, value_name = "DIR", default_value = "qprof-events")]
+    pub from: PathBuf,
+    /// Where the copies are written (cleared first, removed after unless --keep).
+    #[arg(long, value_name = "DIR", default_value = "qprof-bench-history")]
+    pub dir: PathBuf,
+    /// The replay cache's budget, as `qprof serve --max-memory`.
+    #[arg(long, value_name = "SIZE", default_value = "2G", value_parser = parse_size)]
+    pub max_memory: usize,
+    /// Timed requests per endpoint measurement.
+    #[arg(long, default_value_t = 1000, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub requests: u32,
+    /// Applications reopened from the disk store and replayed, to compare.
+    #[arg(long, default_value_t = 100, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub reopen: u32,
+    /// Keep the directory of copies.
+    #[arg(long)]
+    pub keep: bool,
 }
 
 #[derive(Debug, Args)]
@@ -347,6 +375,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<()> {
             match command {
                 BenchCommand::Overhead(args) => runtime.block_on(crate::bench::overhead(args)),
                 BenchCommand::Functions(args) => crate::bench::functions(&args),
+                BenchCommand::History(args) => crate::bench_history::history(&args),
             }
         }
     }

@@ -2,6 +2,7 @@
 //! time and the memory went.
 
 mod bench;
+mod bench_history;
 mod cli;
 mod data;
 mod live;

@@ -148,11 +148,16 @@ fn applications(store: &LogStore, params: &Params) -> ApiResult {
     let (min_date, max_date) = (params.date("minDate")?, params.date("maxDate")?);
     let (min_end, max_end) = (params.date("minEndDate")?, params.date("maxEndDate")?);
     let limit: usize = params.number("limit", usize::MAX)?;
+    // attempts grouped by id, ids in the order first listed
     let mut by_id: Vec<(String, Vec<ListedApp>)> = Vec::new();
+    let mut slot: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for app in store.list()? {
-        match by_id.iter_mut().find(|(id, _)| id == app.id()) {
-            Some((_, attempts)) => attempts.push(app),
-            None => by_id.push((app.id().to_string(), vec![app])),
+        match slot.get(app.id()) {
+            Some(&i) => by_id[i].1.push(app),
+            None => {
+                slot.insert(app.id().to_string(), by_id.len());
+                by_id.push((app.id().to_string(), vec![app]));
+            }
         }
     }
     let mut apps: Vec<(i64, Value)> = Vec::new();

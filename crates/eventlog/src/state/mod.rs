@@ -202,18 +202,10 @@ impl AppState {
         }
     }
 
-    /// Shares the metric names and types of every plan through the state's interner
-    /// again (a state read back from its saved form holds a copy of each).
-    pub(crate) fn share_names(&mut self) {
-        let names = &mut self.names;
-        for exec in self.executions.values_mut() {
-            for kind in exec.metric_types.values_mut() {
-                *kind = names.intern(kind);
-            }
-            if let Some(plan) = &mut exec.plan {
-                plan.share_names(names);
-            }
-        }
+    /// Takes `shared` (the strings a saved state's plans share, read back) as the
+    /// state's interned names.
+    pub(crate) fn adopt_names(&mut self, shared: Vec<std::sync::Arc<str>>) {
+        self.names = plan::Interner::from_shared(shared);
     }
 
     /// Jobs that declared stage `id`.

@@ -27,17 +27,24 @@ impl Interner {
     pub(crate) fn strings(&self) -> &HashSet<Arc<str>> {
         &self.0
     }
+
+    /// An interner holding `strings` (shared already).
+    pub(crate) fn from_shared(strings: Vec<Arc<str>>) -> Interner {
+        Interner(strings.into_iter().collect())
+    }
 }
 
 /// A metric declared by a SQL plan node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanMetric {
     /// Display name.
+    #[serde(with = "crate::snapshot::shared_str")]
     pub name: Arc<str>,
     /// Accumulator id.
     pub accumulator_id: i64,
     /// Spark metric type (`sum`, `size`, `timing`, `nsTiming`, `average`, or others;
     /// empty if the log gives none).
+    #[serde(with = "crate::snapshot::shared_str")]
     pub metric_type: Arc<str>,
 }
 
@@ -82,17 +89,6 @@ impl PlanNode {
                 .iter()
                 .map(|c| PlanNode::from_json(c, names))
                 .collect(),
-        }
-    }
-
-    /// Takes this plan's metric names and types from `names`.
-    pub(crate) fn share_names(&mut self, names: &mut Interner) {
-        for m in &mut self.metrics {
-            m.name = names.intern(&m.name);
-            m.metric_type = names.intern(&m.metric_type);
-        }
-        for child in &mut self.children {
-            child.share_names(names);
         }
     }
 

@@ -43,6 +43,7 @@ pub struct Execution {
     /// Jobs of this execution.
     pub job_ids: Vec<i64>,
     /// Every metric declared by any plan version: its type by accumulator id.
+    #[serde(with = "crate::snapshot::shared_str_values")]
     pub metric_types: HashMap<i64, Arc<str>>,
     /// Task values as reported: (accumulator id, the task's end order, the value).
     #[serde(with = "crate::snapshot::task_values")]
@@ -51,7 +52,7 @@ pub struct Execution {
     pub driver_values: HashMap<i64, i64>,
     /// qprof's profile of the query as logged, when the log carries one: its format
     /// version and its JSON text, read when asked for ([`Execution::qprof_profile`]).
-    #[serde(with = "crate::snapshot::as_json_text")]
+    #[serde(with = "crate::snapshot::profile_text")]
     pub qprof_profile_json: Option<(Option<Value>, Box<str>)>,
 }
 

@@ -20,7 +20,7 @@ use super::index::ListedApp;
 const EXTENSION: &str = "replay";
 
 /// What the disk store holds and did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DiskStats {
     /// Saved replays.
     pub files: usize,

@@ -2,7 +2,7 @@
 //! entries that are not readable logs with the reason, rebuilt by a scan that re-reads
 //! only the entries whose files changed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::UNIX_EPOCH;
 
@@ -68,6 +68,9 @@ pub struct Skipped {
 pub(crate) struct Index {
     /// Listed applications by entry name.
     pub apps: BTreeMap<String, ListedApp>,
+    /// Entry names of each application id's attempts (an entry the cleaner removed
+    /// after the scan may linger here, not in `apps`).
+    pub by_id: HashMap<String, Vec<String>>,
     /// Entries not listed, by name.
     pub skipped: BTreeMap<String, Skipped>,
     /// When the last scan ended, epoch ms (0: never).
@@ -177,6 +180,13 @@ pub(crate) fn scan(storage: &Storage, dir: &Path, previous: &Index, threads: usi
                 fingerprint: None,
             },
         );
+    }
+    for (name, app) in &index.apps {
+        index
+            .by_id
+            .entry(app.id().to_string())
+            .or_default()
+            .push(name.clone());
     }
     for s in index.skipped.values() {
         let known = previous

@@ -281,12 +281,14 @@ impl LogStore {
     pub fn attempts(&self, id: &str) -> Result<Vec<ListedApp>, EventLogError> {
         let asked = Instant::now();
         let find = || -> Vec<ListedApp> {
-            self.index()
-                .apps
-                .values()
-                .filter(|a| a.id() == id)
-                .cloned()
-                .collect()
+            let index = self.index();
+            index.by_id.get(id).map_or_else(Vec::new, |names| {
+                names
+                    .iter()
+                    .filter_map(|name| index.apps.get(name))
+                    .cloned()
+                    .collect()
+            })
         };
         let mut attempts = find();
         if attempts.is_empty() {
