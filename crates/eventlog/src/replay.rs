@@ -156,8 +156,9 @@ impl Replay {
     }
 }
 
-/// Bytes read at most from a log's head for its start events before reading it whole.
-const HEAD_BYTES: u64 = 1 << 20;
+/// Bytes read from a log's head for its start events, a larger head next if they were not
+/// there, and the whole file last (its environment can be large).
+const HEAD_BYTES: [u64; 2] = [64 << 10, 1 << 20];
 /// Bytes read from a log's tail for its end event.
 const TAIL_BYTES: u64 = 64 << 10;
 
@@ -222,8 +223,18 @@ pub fn scan_info(source: &LogSource) -> Result<AppInfo, EventLogError> {
             return Ok(info);
         }
     } else {
-        let (head, to_end) = read_range(storage, first, 0, HEAD_BYTES)?;
-        let started = apply_listing_events(&head, to_end, &mut info);
+        let mut started = false;
+        let mut to_end = false;
+        for limit in HEAD_BYTES {
+            let mut head_info = AppInfo::default();
+            let (head, reached_end) = read_range(storage, first, 0, limit)?;
+            started = apply_listing_events(&head, reached_end, &mut head_info);
+            to_end = reached_end;
+            if started || reached_end {
+                info = head_info;
+                break;
+            }
+        }
         if !started && !to_end {
             // start events beyond the head (a large environment): the whole file
             whole(first, &mut info)?;

@@ -268,8 +268,20 @@ fn listing_facts_come_from_the_head_and_the_tail_of_large_logs() {
     );
     let large = format!("{head}{body}{filler}{end}");
     let late_start = format!("{filler}{head}{body}{end}");
+    // a start beyond the first small head, within the larger one
+    let small_filler: String = filler
+        .lines()
+        .take(3000)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!((64 << 10..1 << 20).contains(&small_filler.len()));
+    let mid_start = format!("{small_filler}{head}{body}{filler}{end}");
     assert!(large.len() > 2 << 20);
-    for (name, log) in [("large", &large), ("late-start", &late_start)] {
+    for (name, log) in [
+        ("large", &large),
+        ("late-start", &late_start),
+        ("mid-start", &mid_start),
+    ] {
         let dir = temp_dir(name);
         write_single(&dir, APP, log.as_bytes());
         let source = discover(&dir).unwrap().remove(0);

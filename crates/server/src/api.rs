@@ -10,13 +10,17 @@ use qprof_eventlog::rest::{self, AttemptSource, RestError, StageOptions};
 use qprof_eventlog::state::AppState;
 use serde_json::{Value, json};
 
-use crate::store::{ListedApp, LogStore, StoreStatus};
+use std::collections::{BTreeMap, HashMap};
+
+use crate::store::{ListedApp, ListingEntry, LogStore, StoreStatus};
 
 /// What an API request produces.
 #[derive(Debug)]
 pub enum Answer {
     /// A JSON document.
     Json(Value),
+    /// A JSON document already rendered.
+    JsonText(String),
     /// A zip archive of an application's log files.
     Zip {
         /// Download name.
@@ -148,55 +152,80 @@ fn applications(store: &LogStore, params: &Params) -> ApiResult {
     let (min_date, max_date) = (params.date("minDate")?, params.date("maxDate")?);
     let (min_end, max_end) = (params.date("minEndDate")?, params.date("maxEndDate")?);
     let limit: usize = params.number("limit", usize::MAX)?;
-    // attempts grouped by id, ids in the order first listed
-    let mut by_id: Vec<(String, Vec<ListedApp>)> = Vec::new();
-    let mut slot: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    for app in store.list()? {
+    let listing = store.listing(render_listing);
+    let keep = |&(start, end, completed): &(i64, i64, bool)| {
+        status.is_none_or(|c| c == completed)
+            && min_date.is_none_or(|d| start >= d)
+            && max_date.is_none_or(|d| start <= d)
+            && min_end.is_none_or(|d| end >= d)
+            && max_end.is_none_or(|d| end <= d)
+    };
+    let mut text = String::from("[");
+    for entry in listing
+        .iter()
+        .filter(|e| e.attempts.iter().any(keep))
+        .take(limit)
+    {
+        if text.len() > 1 {
+            text.push(',');
+        }
+        text.push_str(&entry.json);
+    }
+    text.push(']');
+    Ok(Answer::JsonText(text))
+}
+
+/// Every application of `apps` (attempts grouped by id) for the listing: running ones
+/// first, then by end time, newest first.
+fn render_listing(apps: &BTreeMap<String, ListedApp>) -> Vec<ListingEntry> {
+    let mut by_id: Vec<(&str, Vec<&ListedApp>)> = Vec::new();
+    let mut slot: HashMap<&str, usize> = HashMap::new();
+    for app in apps.values() {
         match slot.get(app.id()) {
             Some(&i) => by_id[i].1.push(app),
             None => {
-                slot.insert(app.id().to_string(), by_id.len());
-                by_id.push((app.id().to_string(), vec![app]));
+                slot.insert(app.id(), by_id.len());
+                by_id.push((app.id(), vec![app]));
             }
         }
     }
-    let mut apps: Vec<(i64, Value)> = Vec::new();
-    for (id, mut attempts) in by_id {
-        attempts.sort_by_key(|a| std::cmp::Reverse(a.info.start_time));
-        let keep = |a: &ListedApp| {
-            let start = a.info.start_time.unwrap_or(0);
-            let end = if a.source.in_progress {
-                -1
-            } else {
-                a.info.end_time.unwrap_or(a.last_updated)
-            };
-            status.is_none_or(|completed| completed != a.source.in_progress)
-                && min_date.is_none_or(|d| start >= d)
-                && max_date.is_none_or(|d| start <= d)
-                && min_end.is_none_or(|d| end >= d)
-                && max_end.is_none_or(|d| end <= d)
-        };
-        if !attempts.iter().any(keep) {
-            continue;
-        }
-        let end = attempts
-            .iter()
-            .map(|a| {
-                if a.source.in_progress {
-                    i64::MAX
-                } else {
-                    a.info.end_time.unwrap_or(0)
-                }
-            })
-            .max()
-            .unwrap_or(0);
-        apps.push((end, application_json(&id, &attempts)));
-    }
-    // running applications first, then by end time, newest first
-    apps.sort_by_key(|a| std::cmp::Reverse(a.0));
-    Ok(Answer::Json(Value::Array(
-        apps.into_iter().take(limit).map(|(_, v)| v).collect(),
-    )))
+    let mut out: Vec<ListingEntry> = by_id
+        .into_iter()
+        .map(|(id, mut attempts)| {
+            attempts.sort_by_key(|a| std::cmp::Reverse(a.info.start_time));
+            let order = attempts
+                .iter()
+                .map(|a| {
+                    if a.source.in_progress {
+                        i64::MAX
+                    } else {
+                        a.info.end_time.unwrap_or(0)
+                    }
+                })
+                .max()
+                .unwrap_or(0);
+            let facts = attempts
+                .iter()
+                .map(|a| {
+                    let end = if a.source.in_progress {
+                        -1
+                    } else {
+                        a.info.end_time.unwrap_or(a.last_updated)
+                    };
+                    (a.info.start_time.unwrap_or(0), end, !a.source.in_progress)
+                })
+                .collect();
+            let sources: Vec<AttemptSource<'_>> =
+                attempts.iter().map(|a| attempt_source(a)).collect();
+            ListingEntry {
+                order,
+                attempts: facts,
+                json: rest::application_info(id, &sources).to_string().into(),
+            }
+        })
+        .collect();
+    out.sort_by_key(|e| std::cmp::Reverse(e.order));
+    out
 }
 
 /// Application resources that can follow `applications/{id}/` (anything else is an attempt).

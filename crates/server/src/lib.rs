@@ -97,6 +97,11 @@ fn error_response(e: &ApiError) -> Response {
 fn respond(result: Result<Answer, ApiError>) -> Response {
     match result {
         Ok(Answer::Json(v)) => axum::Json(v).into_response(),
+        Ok(Answer::JsonText(text)) => (
+            [(header::CONTENT_TYPE, "application/json".to_string())],
+            text,
+        )
+            .into_response(),
         Ok(Answer::Zip { file_name, bytes }) => (
             [
                 (header::CONTENT_TYPE, "application/octet-stream".to_string()),

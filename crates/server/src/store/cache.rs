@@ -88,6 +88,8 @@ pub(crate) struct ReplayCache {
     permits: Permits,
     loads: AtomicU64,
     evictions: AtomicU64,
+    /// Bytes of replays dropped since the allocator last gave memory back.
+    freed_since_release: AtomicU64,
 }
 
 impl ReplayCache {
@@ -104,6 +106,7 @@ impl ReplayCache {
             },
             loads: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
+            freed_since_release: AtomicU64::new(0),
         }
     }
 
@@ -170,27 +173,63 @@ impl ReplayCache {
             }
         };
         let bytes = replay.resident_bytes();
-        let mut entries = self.lock();
-        let entries = &mut *entries;
+        let evicted = {
+            let mut entries = self.lock();
+            self.insert(&mut entries, name, app, &replay, fp, bytes)
+        };
+        // freed outside the lock: dropping a large replay takes a while
+        let freed: u64 = evicted.iter().map(|(_, b)| *b).sum();
+        drop(evicted);
+        self.release_freed(freed);
+        Ok(replay)
+    }
+
+    /// Puts `replay` in `name`'s entry and evicts beyond the budget; returns the evicted
+    /// replays (to be dropped once the lock is released) with their sizes.
+    fn insert(
+        &self,
+        entries: &mut Entries,
+        name: &str,
+        app: &ListedApp,
+        replay: &Arc<Replay>,
+        fp: Fingerprint,
+        bytes: u64,
+    ) -> Vec<(Arc<Replay>, u64)> {
         entries.clock += 1;
-        let entry = entries.by_name.entry(name.clone()).or_default();
+        let entry = entries.by_name.entry(name.to_string()).or_default();
         entries.resident_bytes -= if entry.replay.is_some() {
             entry.bytes
         } else {
             0
         };
-        entry.replay = Some(Arc::clone(&replay));
+        entry.replay = Some(Arc::clone(replay));
         entry.fingerprint = fp;
         entry.in_progress = app.source.in_progress;
         entry.bytes = bytes;
         entry.last_used = entries.clock;
         entries.resident_bytes += bytes;
-        self.evict(entries, name);
-        Ok(replay)
+        self.evict(entries, name)
     }
 
-    /// Drops least recently used replays other than `keep`'s until the rest fit.
-    fn evict(&self, entries: &mut Entries, keep: &str) {
+    /// Counts `freed` bytes of dropped replays, and gives the allocator's free memory back
+    /// to the system once a 64 MiB's worth was dropped since it last did (the allocator
+    /// keeps freed memory otherwise, and the process would hold more than its budget).
+    fn release_freed(&self, freed: u64) {
+        const EVERY: u64 = 64 << 20;
+        if freed == 0 {
+            return;
+        }
+        let before = self.freed_since_release.fetch_add(freed, Ordering::Relaxed);
+        if before + freed >= EVERY {
+            self.freed_since_release.store(0, Ordering::Relaxed);
+            qprof_core::executor_memory::release_free_heap();
+        }
+    }
+
+    /// Takes least recently used replays other than `keep`'s out until the rest fit;
+    /// returns them with their sizes.
+    fn evict(&self, entries: &mut Entries, keep: &str) -> Vec<(Arc<Replay>, u64)> {
+        let mut evicted = Vec::new();
         while entries.resident_bytes > self.budget {
             let victim = entries
                 .by_name
@@ -202,12 +241,15 @@ impl ReplayCache {
                 break;
             };
             if let Some(entry) = entries.by_name.get_mut(&victim) {
-                entry.replay = None;
+                if let Some(replay) = entry.replay.take() {
+                    evicted.push((replay, entry.bytes));
+                }
                 entries.resident_bytes -= entry.bytes;
                 entry.bytes = 0;
                 self.evictions.fetch_add(1, Ordering::Relaxed);
             }
         }
+        evicted
     }
 
     /// Forgets applications whose logs are gone.

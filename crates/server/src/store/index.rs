@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 use std::time::UNIX_EPOCH;
 
 use qprof_eventlog::EventLogError;
@@ -63,9 +64,24 @@ pub struct Skipped {
     fingerprint: Option<Fingerprint>,
 }
 
+/// One application of the listing, rendered once per index: what the listing's filters
+/// look at, and its JSON text.
+#[derive(Debug, Clone)]
+pub(crate) struct ListingEntry {
+    /// Its latest end (`i64::MAX` while running): the listing's order.
+    pub order: i64,
+    /// Each attempt's start, end (-1 while running) and whether it completed.
+    pub attempts: Vec<(i64, i64, bool)>,
+    /// The application's JSON.
+    pub json: Box<str>,
+}
+
 /// What one scan found.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Index {
+    /// The listing rendered from this index, once asked for (kept across scans that
+    /// change nothing).
+    pub listing: OnceLock<Arc<[ListingEntry]>>,
     /// Listed applications by entry name.
     pub apps: BTreeMap<String, ListedApp>,
     /// Entry names of each application id's attempts (an entry the cleaner removed
@@ -160,6 +176,10 @@ pub(crate) fn scan(storage: &Storage, dir: &Path, previous: &Index, threads: usi
             continue;
         }
         to_read.push(source);
+    }
+    if to_read.is_empty() && index.apps.len() == previous.apps.len() {
+        // the same applications, unchanged
+        index.listing = previous.listing.clone();
     }
     for read in read_all(to_read, threads) {
         match read {

@@ -31,6 +31,8 @@ pub use index::{ListedApp, Skipped};
 use crate::live::LiveSource;
 use cache::ReplayCache;
 use index::Index;
+pub(crate) use index::ListingEntry;
+use std::collections::BTreeMap;
 
 /// How a store scans and what it keeps.
 #[derive(Debug, Clone)]
@@ -238,6 +240,7 @@ impl LogStore {
                         disk.remove(&name);
                     }
                     index.apps.remove(&name);
+                    index.listing = std::sync::OnceLock::new();
                     self.cleaned.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(e) => eprintln!("cannot delete log '{name}' ({reason}): {e}"),
@@ -269,6 +272,16 @@ impl LogStore {
         self.cache.retain(|name| next.apps.contains_key(name));
         *self.index.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
         self.scans.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The listing's entries, rendered by `render` from the index's applications once
+    /// per index (the scanner makes a new index only when something changed).
+    pub(crate) fn listing(
+        &self,
+        render: impl FnOnce(&BTreeMap<String, ListedApp>) -> Vec<ListingEntry>,
+    ) -> Arc<[ListingEntry]> {
+        let index = self.index();
+        Arc::clone(index.listing.get_or_init(|| render(&index.apps).into()))
     }
 
     /// Every application attempt in the index.
