@@ -225,7 +225,13 @@ pub fn scan_info(source: &LogSource) -> Result<AppInfo, EventLogError> {
     } else {
         let mut started = false;
         let mut to_end = false;
-        for limit in HEAD_BYTES {
+        // a file that the head and the tail would mostly cover is read in one go
+        let steps = if first.len <= 2 * HEAD_BYTES[0] {
+            &HEAD_BYTES[1..]
+        } else {
+            &HEAD_BYTES[..]
+        };
+        for &limit in steps {
             let mut head_info = AppInfo::default();
             let (head, reached_end) = read_range(storage, first, 0, limit)?;
             started = apply_listing_events(&head, reached_end, &mut head_info);

@@ -115,6 +115,12 @@ pub trait LogStorage: Send + Sync + fmt::Debug {
     /// If it cannot be deleted.
     fn remove(&self, path: &Path) -> std::io::Result<()>;
 
+    /// How many entries a scan should read at once, for storages whose reads wait on a
+    /// network rather than on a core (`None`: as many as there are replay threads).
+    fn concurrent_reads(&self) -> Option<usize> {
+        None
+    }
+
     /// How reads went so far, for stores that count them.
     fn stats(&self) -> Option<StorageStats> {
         None

@@ -299,6 +299,11 @@ impl LogStorage for ObjectStorage {
         })
     }
 
+    /// Requests wait on the network: a scan keeps 16 in flight.
+    fn concurrent_reads(&self) -> Option<usize> {
+        Some(16)
+    }
+
     fn stats(&self) -> Option<StorageStats> {
         Some(StorageStats {
             lists: self.lists.load(Ordering::Relaxed),

@@ -181,6 +181,7 @@ pub(crate) fn scan(storage: &Storage, dir: &Path, previous: &Index, threads: usi
         // the same applications, unchanged
         index.listing = previous.listing.clone();
     }
+    let threads = storage.concurrent_reads().unwrap_or(threads);
     for read in read_all(to_read, threads) {
         match read {
             Read::Listed(app) => {
