@@ -1030,3 +1030,63 @@ fn every_page_renders_in_headless_chromium() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn bench_history_serves_a_directory_of_copies_and_reports_each_measure() {
+    let dir = temp_dir("bench-history");
+    let from = dir.join("from");
+    qprof_eventlog::fixtures::copy_oracle_app(&from, "local-7");
+    let work = dir.join("work");
+    let out = qprof()
+        .args([
+            "bench",
+            "history",
+            "--apps",
+            "12",
+            "--requests",
+            "5",
+            "--reopen",
+            "3",
+        ])
+        .arg("--from")
+        .arg(&from)
+        .arg("--dir")
+        .arg(&work)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for expected in [
+        "12 copies of",
+        "all 12 listed",
+        "(1 skipped: eventlog_v2_unreadable-1",
+        "/applications/<id>/jobs, 10 apps",
+        "/applications/<id>/jobs, 12 apps",
+        "opened all 12",
+        "12 loads",
+        "reopen 3 apps after a restart",
+    ] {
+        assert!(stdout.contains(expected), "{expected:?} not in:\n{stdout}");
+    }
+    assert!(!work.exists(), "the copies are removed without --keep");
+    // nothing to copy: one line, and a failure
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = qprof()
+        .args(["bench", "history", "--from"])
+        .arg(&empty)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("no complete, uncompressed rolling log")
+            && stderr.trim().lines().count() == 2,
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
