@@ -319,9 +319,11 @@ fn progress_line(label: &str, profile: &QueryProfile, elapsed: Duration) -> Stri
     )
 }
 
+/// The profile as text, then what the advisor noticed in it.
 fn print_profile(profile: &QueryProfile, top: usize) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", profile.render_text(top))?;
+    let findings = qprof_core::advice::render_findings(&qprof_core::advice::advise(profile));
+    writeln!(out, "{}{findings}", profile.render_text(top))?;
     Ok(())
 }
 

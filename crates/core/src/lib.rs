@@ -1,6 +1,7 @@
 //! The engine-free core of qprof: metric kinds with Spark's semantics, clocks, live
 //! counters, time attribution across nested operators, function call-site sampling, query
-//! profiles, and the event bus that carries them to their outputs.
+//! profiles and the advisor that reads them, and the event bus that carries them to their
+//! outputs.
 //!
 //! Nothing here knows about DataFusion, Arrow or an async runtime; engine integrations
 //! feed these types.
@@ -12,6 +13,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod advice;
 pub mod alloc;
 pub mod attribution;
 pub mod call_site;
@@ -28,3 +30,4 @@ pub mod process;
 pub mod profile;
 pub mod sampling;
 pub mod spill;
+pub mod stable_id;

@@ -317,6 +317,10 @@ pub mod names {
     /// Files and file ranges a scan left out: by partition values while planning, by
     /// statistics when opening them.
     pub const SKIPPED_SPLITS: &str = "skippedSplits";
+    /// Dynamic filters an operator produced (hash join, TopK sort, aggregate).
+    pub const DYNAMIC_FILTERS_PRODUCED: &str = "numDynamicFiltersProduced";
+    /// Dynamic filters an operator (a scan) took in from others.
+    pub const DYNAMIC_FILTERS_ACCEPTED: &str = "numDynamicFiltersAccepted";
     /// The metric-name prefixes of the two phases of each kind of join, build (or held)
     /// side first: `hashBuildInputRows`, `hashProbeWallNanos`, ...
     pub const JOIN_PHASE_PREFIXES: [(&str, &str); 6] = [

@@ -11,6 +11,7 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
+use qprof_core::advice::advise;
 use qprof_core::profile::{ProfileNode, QueryProfile, names};
 use qprof_datafusion::Profiler;
 
@@ -129,9 +130,23 @@ impl SpillRun {
         );
         let on_disk: u64 = self.seen.values().sum();
         assert_eq!(total(names::SPILL_WRITTEN_BYTES), on_disk as i64);
+        // the advisor flags exactly the operators that spilled
+        let mut flagged: Vec<usize> = advise(&self.profile)
+            .iter()
+            .filter(|f| f.rule == "spill")
+            .filter_map(|f| f.node_id)
+            .collect();
+        flagged.sort_unstable();
+        let mut expected: Vec<usize> = spilled.iter().map(|n| n.id).collect();
+        expected.sort_unstable();
+        assert_eq!(flagged, expected, "{text}");
         spilled
     }
 }
+
+/// 400,000 groups out of 2,000,000 rows.
+const GROUPS: &str = "SELECT v % 400000 AS g, count(*) AS c FROM generate_series(1, 2000000) AS s(v) \
+                      GROUP BY v % 400000";
 
 fn one_partition() -> SessionConfig {
     SessionConfig::new()
@@ -141,20 +156,17 @@ fn one_partition() -> SessionConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_aggregate_over_its_memory_limit_reports_the_spill_files_it_wrote() {
-    let run = run_spilling(
-        "aggregate",
-        one_partition(),
-        4 << 20,
-        "SELECT v % 400000 AS g, count(*) AS c FROM generate_series(1, 2000000) AS s(v) \
-         GROUP BY v % 400000",
-    )
-    .await;
+    let run = run_spilling("aggregate", one_partition(), 4 << 20, GROUPS).await;
     assert_eq!(run.rows, 400_000);
     let spilled = run.check();
     assert!(
         spilled.iter().any(|n| n.name == "AggregateExec"),
         "the aggregate did not spill"
     );
+    // the same query with memory to spare: nothing spills, nothing is flagged
+    let roomy = run_spilling("aggregate-roomy", one_partition(), 1 << 30, GROUPS).await;
+    assert!(roomy.check().is_empty());
+    assert!(advise(&roomy.profile).iter().all(|f| f.rule != "spill"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

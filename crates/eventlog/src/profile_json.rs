@@ -10,10 +10,12 @@
 use std::fmt;
 use std::marker::PhantomData;
 
+use qprof_core::advice::{Finding, advise};
 use qprof_core::executor_memory::MemorySample;
 use qprof_core::profile::{
     FunctionProfile, NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskProfile,
 };
+use qprof_core::stable_id::stable_ids;
 use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -147,6 +149,42 @@ pub struct QueryJson {
     /// In an event log: the accumulator id of each metric, by node id and metric name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accumulator_ids: Option<OrderedMap<OrderedMap<i64>>>,
+    /// What the advisor noticed, warnings first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<FindingJson>,
+}
+
+/// One finding of the advisor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FindingJson {
+    /// The rule, e.g. `skewed-tasks`.
+    pub rule: String,
+    /// `info` or `warn`.
+    pub severity: String,
+    /// The operator it is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<usize>,
+    /// The stage it is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage_id: Option<u32>,
+    /// What was noticed, in one sentence.
+    pub message: String,
+    /// The numbers behind it, by name.
+    pub numbers: OrderedMap<i64>,
+}
+
+impl From<&Finding> for FindingJson {
+    fn from(f: &Finding) -> FindingJson {
+        FindingJson {
+            rule: f.rule.to_string(),
+            severity: f.severity.to_string(),
+            node_id: f.node_id,
+            stage_id: f.stage_id,
+            message: f.message.clone(),
+            numbers: OrderedMap(f.numbers.iter().map(|(k, v)| (k.to_string(), *v)).collect()),
+        }
+    }
 }
 
 /// One operator.
@@ -155,6 +193,10 @@ pub struct QueryJson {
 pub struct NodeJson {
     /// Pre-order id.
     pub id: usize,
+    /// The same operator's id in every run of the same query on the same data
+    /// ([`qprof_core::stable_id`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stable_id: Option<String>,
     /// Operator type.
     pub name: String,
     /// One-line description as EXPLAIN prints it.
@@ -353,6 +395,7 @@ impl From<&ProfileNode> for NodeJson {
     fn from(n: &ProfileNode) -> NodeJson {
         NodeJson {
             id: n.id,
+            stable_id: None,
             name: n.name.clone(),
             display: n.display.clone(),
             stage_id: n.stage_id,
@@ -414,15 +457,29 @@ impl From<&QueryProfile> for QueryJson {
             rows: p.rows,
             duration_nanos: p.duration_nanos,
             start_epoch_millis: p.start_epoch_millis,
-            plan: NodeJson::from(&p.plan),
+            plan: {
+                let mut plan = NodeJson::from(&p.plan);
+                let ids = stable_ids(&p.plan);
+                plan.for_each_mut(&mut |node| node.stable_id = ids.get(node.id).cloned());
+                plan
+            },
             stages: p.stages.iter().map(StageJson::from).collect(),
             memory: p.memory.iter().map(MemoryJson::from).collect(),
             accumulator_ids: None,
+            findings: advise(p).iter().map(FindingJson::from).collect(),
         }
     }
 }
 
 impl NodeJson {
+    /// Calls `f` on this node and its descendants.
+    fn for_each_mut(&mut self, f: &mut impl FnMut(&mut NodeJson)) {
+        f(self);
+        for child in &mut self.children {
+            child.for_each_mut(f);
+        }
+    }
+
     /// This node and its descendants, in pre-order.
     pub fn iter(&self) -> impl Iterator<Item = &NodeJson> {
         let mut stack = vec![self];

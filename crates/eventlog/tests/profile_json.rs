@@ -20,11 +20,31 @@ fn the_document_has_the_documented_shape() {
             "durationNanos",
             "startEpochMillis",
             "plan",
-            "stages"
+            "stages",
+            "findings"
         ]
+    );
+    // the advisor's findings: the scan has 93 % of the CPU
+    assert_eq!(
+        q["findings"],
+        json!([{
+            "rule": "bottleneck",
+            "severity": "info",
+            "nodeId": 2,
+            "stageId": 0,
+            "message": "#2 DataSourceExec is the bottleneck: 93% of the query's operator CPU (80.00 ms of 85.50 ms)",
+            "numbers": {"selfCpuNanos": 80_000_000, "queryCpuNanos": 85_500_000},
+        }])
     );
     let plan = &q["plan"];
     assert_eq!(plan["name"], "AggregateExec");
+    // each operator's stable id, in pre-order
+    let stable = qprof_core::stable_id::stable_ids(&sample().plan);
+    assert_eq!(plan["stableId"], stable[0].as_str());
+    assert_eq!(
+        plan["children"][0]["children"][0]["stableId"],
+        stable[2].as_str()
+    );
     assert_eq!(plan["metrics"]["selfCpuNanos"]["value"], 1_500_000);
     assert_eq!(plan["metrics"]["selfCpuNanos"]["kind"], "nsTiming");
     assert_eq!(plan["metrics"]["peakMemoryBytes"]["maxTaskId"], 1);

@@ -10,17 +10,17 @@ use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
 use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 use qprof_core::metric::{MetricKind, TaskValue};
-use qprof_core::profile::NodeMetric;
+use qprof_core::profile::{NodeMetric, names};
 
 use super::replaced_rows;
 use crate::exec::ProfiledExec;
 
 /// Number of dynamic filters an operator produced.
-pub(super) const PRODUCED: &str = "numDynamicFiltersProduced";
+pub(super) const PRODUCED: &str = names::DYNAMIC_FILTERS_PRODUCED;
 /// Updates of the filters an operator produced, after their creation.
 pub(super) const UPDATES: &str = "numDynamicFilterUpdates";
 /// Number of dynamic filters an operator took in from others.
-pub(super) const ACCEPTED: &str = "numDynamicFiltersAccepted";
+pub(super) const ACCEPTED: &str = names::DYNAMIC_FILTERS_ACCEPTED;
 /// Rows a scan did not read because of the dynamic filters it accepted.
 pub(super) const REPLACED_ROWS: &str = "numReplacedWithDynamicFilterRows";
 /// Info key naming the operators whose dynamic filters an operator took in.
