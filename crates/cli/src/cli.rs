@@ -27,6 +27,31 @@ enum Command {
     Bench(BenchCommand),
     /// Serve event logs: Spark's REST API under /api/v1 and a web UI.
     Serve(ServeArgs),
+    /// Compare two runs' profiles (--profile-out files or queries in event logs).
+    Diff(DiffArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DiffArgs {
+    /// The first run's profile: a --profile-out file, or LOGDIR:APP:SQLID (a query of an
+    /// application in an event-log directory).
+    pub before: String,
+    /// The second run's profile, named the same ways.
+    pub after: String,
+    /// Flag operators whose self CPU grew by more than this percent (and 1 ms).
+    #[arg(long, value_name = "PCT", default_value_t = 10.0, value_parser = parse_percent)]
+    pub threshold: f64,
+    /// Exit non-zero when an operator's self CPU grew by more than this percent (for CI).
+    #[arg(long, value_name = "PCT", value_parser = parse_percent)]
+    pub fail_on_regression: Option<f64>,
+}
+
+/// A percentage: a finite number, zero or more.
+fn parse_percent(s: &str) -> Result<f64, String> {
+    match s.trim_end_matches('%').parse::<f64>() {
+        Ok(p) if p.is_finite() && p >= 0.0 => Ok(p),
+        _ => Err(format!("'{s}' is not a percentage (e.g. 10 or 2.5)")),
+    }
 }
 
 /// Where the event log goes.
@@ -366,6 +391,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<()> {
         Command::Run(args) => runtime.block_on(crate::run::run_tpch(args)),
         Command::Sql(args) => runtime.block_on(crate::run::run_sql(args)),
         Command::Serve(args) => runtime.block_on(crate::serve::serve(args)),
+        Command::Diff(args) => crate::diff::diff(&args),
         Command::Bench(command) => {
             if cfg!(debug_assertions) {
                 eprintln!(

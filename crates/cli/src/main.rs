@@ -5,6 +5,7 @@ mod bench;
 mod bench_history;
 mod cli;
 mod data;
+mod diff;
 mod live;
 mod run;
 mod serve;

@@ -24,6 +24,7 @@ pub mod fixtures;
 mod heap_size;
 pub mod layout;
 pub mod listener;
+pub mod profile_diff;
 pub mod profile_events;
 pub mod profile_json;
 pub mod replay;
