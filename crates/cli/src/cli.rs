@@ -190,6 +190,10 @@ pub(crate) struct ExecOptions {
     /// Write all profiles as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub profile_out: Option<PathBuf>,
+    /// Write the run as a Chrome trace (queries and their tasks on a timeline) to this
+    /// file, for Perfetto or chrome://tracing.
+    #[arg(long, value_name = "FILE")]
+    pub trace_out: Option<PathBuf>,
     /// How many operators to list by self CPU time under each profile.
     #[arg(long, default_value_t = 5, value_name = "N")]
     pub top: usize,

@@ -413,7 +413,7 @@ async fn end_run(
     Ok(())
 }
 
-/// Prints the run's totals and writes `--profile-out`.
+/// Prints the run's totals and writes `--profile-out` and `--trace-out`.
 fn summarize(profiles: &[QueryProfile], exec: &ExecOptions) -> Result<()> {
     let total: u64 = profiles.iter().map(|p| p.duration_nanos).sum();
     println!(
@@ -425,6 +425,12 @@ fn summarize(profiles: &[QueryProfile], exec: &ExecOptions) -> Result<()> {
     if let Some(path) = &exec.profile_out {
         write_profiles(profiles, path)?;
         println!("profiles written to {}", path.display());
+    }
+    if let Some(path) = &exec.trace_out {
+        let trace = qprof_eventlog::trace_events::chrome_trace(profiles);
+        std::fs::write(path, trace.to_string())
+            .with_context(|| format!("cannot write the trace to '{}'", path.display()))?;
+        println!("trace written to {}", path.display());
     }
     Ok(())
 }

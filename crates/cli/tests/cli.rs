@@ -863,3 +863,69 @@ fn diff_compares_two_runs_and_fails_on_a_regression_when_asked() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn trace_out_writes_a_chrome_trace_whose_spans_nest_per_track() {
+    let dir = scratch("trace");
+    let table = format!("t={}", csv_table(&dir).display());
+    let (trace, profile) = (dir.join("trace.json"), dir.join("profile.json"));
+    let out = qprof(&[
+        "sql",
+        "SELECT a, count(*) AS n FROM t GROUP BY a ORDER BY a",
+        "--table",
+        &table,
+        "--partitions",
+        "2",
+        "--no-event-log",
+        "--trace-out",
+        trace.to_str().unwrap(),
+        "--profile-out",
+        profile.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let events = doc["traceEvents"].as_array().expect("traceEvents");
+    // the trace-event format's required fields
+    let mut spans: std::collections::BTreeMap<(u64, u64), Vec<(u64, u64)>> = Default::default();
+    for e in events {
+        assert!(
+            e["name"].is_string() && e["pid"].is_u64() && e["tid"].is_u64(),
+            "{e}"
+        );
+        match e["ph"].as_str() {
+            Some("M") => assert!(e["args"]["name"].is_string(), "{e}"),
+            Some("X") => {
+                let (ts, dur) = (e["ts"].as_u64().unwrap(), e["dur"].as_u64().unwrap());
+                let track = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+                spans.entry(track).or_default().push((ts, ts + dur));
+            }
+            other => panic!("unexpected phase {other:?}: {e}"),
+        }
+    }
+    // on each track, spans nest or follow each other
+    for (track, list) in &mut spans {
+        list.sort();
+        for pair in list.windows(2) {
+            let ((_, e1), (s2, e2)) = (pair[0], pair[1]);
+            assert!(e1 <= s2 || e2 <= e1, "{track:?}: {pair:?} overlap");
+        }
+    }
+    // one span per task of the profile, and the query's
+    let profile: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&profile).unwrap()).unwrap();
+    let tasks: usize = profile["queries"][0]["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["tasks"].as_array().unwrap().len())
+        .sum();
+    let total: usize = spans.values().map(Vec::len).sum();
+    assert_eq!(total, tasks + 1);
+    assert!(tasks >= 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -35,6 +35,7 @@ pub mod spark;
 pub mod state;
 pub mod storage;
 mod task_event;
+pub mod trace_events;
 pub mod writer;
 
 /// Errors reading or writing event logs.
