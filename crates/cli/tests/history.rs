@@ -468,6 +468,26 @@ fn a_query_over_the_memory_limit_fails_its_tasks_and_the_run_goes_on() {
         html.contains("task-row failed") && html.contains("Resources exhausted"),
         "no failed task on the stage page:\n{html}"
     );
+    // the advisor flagged the spilling aggregation: in the CLI's output, the profile and
+    // on the query's page
+    let finding = queries[1]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "spill")
+        .expect("a spill finding in the profile");
+    let message = finding["message"].as_str().unwrap();
+    assert_eq!(finding["severity"], "warn");
+    assert!(stdout.contains(&format!("  [warn] {message}")), "{stdout}");
+    let dom = chromium(
+        &["--dump-dom"],
+        &format!("{}/#/app/{app}/sql/1", server.url),
+    );
+    let html = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        html.contains("id=\"findings\"") && html.contains("data-rule=\"spill\""),
+        "no findings on the query page:\n{html}"
+    );
     drop(server);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1155,6 +1155,15 @@
       }
     }
 
+    // What the advisor noticed, warnings first; a finding about an operator selects it.
+    const findings = profile && Array.isArray(profile.findings) ? profile.findings : [];
+    const findingRows = findings.map((f) => h('li', { class: `finding finding-${f.severity}`, 'data-rule': f.rule },
+      h('span', { class: `badge ${f.severity === 'warn' ? 'badge-failed' : 'badge-neutral'}` }, f.severity),
+      ' ',
+      isNum(f.nodeId) && byId.has(f.nodeId)
+        ? h('button', { type: 'button', class: 'linkish', onclick: () => onSelect(f.nodeId) }, f.message)
+        : h('span', null, f.message)));
+
     const failed = sql.status === 'FAILED';
     const rows = profile && isNum(profile.rows) ? fmtInt(profile.rows) : null;
     const legend = h('div', { class: 'legend' },
@@ -1188,6 +1197,7 @@
         ]),
         failed && sql.errorMessage ? h('div', { class: 'error-message-box banner' },
           h('span', { class: 'error-title' }, 'Failed: '), h('span', { class: 'banner-text' }, firstLine(sql.errorMessage))) : null,
+        findingRows.length ? card('Findings', { id: 'findings' }, h('ul', { class: 'findings' }, findingRows)) : null,
         card('Physical plan', { id: 'plan', class: 'card plan-card' }, legend, graphEl),
         h('div', { class: 'two-col' },
           card('Top operators by self time', { id: 'top-operators' },
