@@ -321,6 +321,12 @@ pub mod names {
     pub const DYNAMIC_FILTERS_PRODUCED: &str = "numDynamicFiltersProduced";
     /// Dynamic filters an operator (a scan) took in from others.
     pub const DYNAMIC_FILTERS_ACCEPTED: &str = "numDynamicFiltersAccepted";
+    /// Updates of the dynamic filters an operator produced, after their creation.
+    pub const DYNAMIC_FILTER_UPDATES: &str = "numDynamicFilterUpdates";
+    /// Rows a scan did not read because of the dynamic filters it accepted.
+    pub const REPLACED_WITH_DYNAMIC_FILTER_ROWS: &str = "numReplacedWithDynamicFilterRows";
+    /// Info key naming the operators whose dynamic filters an operator took in.
+    pub const DYNAMIC_FILTER_PRODUCERS: &str = "dynamicFilterProducers";
     /// The metric-name prefixes of the two phases of each kind of join, build (or held)
     /// side first: `hashBuildInputRows`, `hashProbeWallNanos`, ...
     pub const JOIN_PHASE_PREFIXES: [(&str, &str); 6] = [
@@ -425,6 +431,8 @@ fn render_node(node: &ProfileNode, depth: usize, total_self_cpu: i64, out: &mut 
     }
     render_io(node, &indent, out);
     render_join_phases(node, &indent, out);
+    render_spill(node, &indent, out);
+    render_dynamic_filters(node, &indent, out);
     for f in &node.functions {
         let estimated = |yes: bool| if yes { "~" } else { "" };
         let _ = writeln!(
@@ -474,6 +482,68 @@ fn render_join_phases(node: &ProfileNode, indent: &str, out: &mut String) {
     let _ = writeln!(out, "{indent}   {}  |  {}", phase(build), phase(probe));
 }
 
+/// The spill line of an operator that wrote spill files: what it wrote, in how many of
+/// its partitions, and what it read back.
+fn render_spill(node: &ProfileNode, indent: &str, out: &mut String) {
+    let files = node.value(names::SPILL_FILES_CREATED).unwrap_or(0);
+    if files <= 0 {
+        return;
+    }
+    let v = |name| node.value(name).unwrap_or(0);
+    let nanos = |name| format::human_nanos(v(name).max(0) as u64);
+    let _ = writeln!(
+        out,
+        "{indent}   spill  wrote {} ({} rows) to {} file{} from {} partition{} in {}  read back {} in {}",
+        format::bytes(v(names::SPILL_WRITTEN_BYTES)),
+        format::integer(v(names::SPILL_WRITTEN_ROWS)),
+        format::integer(files),
+        plural(files),
+        format::integer(v(names::SPILLED_PARTITIONS)),
+        plural(v(names::SPILLED_PARTITIONS)),
+        nanos(names::SPILL_WRITE_NANOS),
+        format::bytes(v(names::SPILL_READ_BYTES)),
+        nanos(names::SPILL_READ_NANOS),
+    );
+}
+
+/// The dynamic-filter line of an operator that produced or accepted dynamic filters.
+fn render_dynamic_filters(node: &ProfileNode, indent: &str, out: &mut String) {
+    let mut parts = Vec::new();
+    if let Some(produced) = node
+        .value(names::DYNAMIC_FILTERS_PRODUCED)
+        .filter(|n| *n > 0)
+    {
+        parts.push(format!(
+            "produced {}, updated {} time{}",
+            format::integer(produced),
+            format::integer(node.value(names::DYNAMIC_FILTER_UPDATES).unwrap_or(0)),
+            plural(node.value(names::DYNAMIC_FILTER_UPDATES).unwrap_or(0)),
+        ));
+    }
+    if let Some(accepted) = node
+        .value(names::DYNAMIC_FILTERS_ACCEPTED)
+        .filter(|n| *n > 0)
+    {
+        let from = node
+            .info
+            .iter()
+            .find(|(k, _)| k == names::DYNAMIC_FILTER_PRODUCERS)
+            .map(|(_, producers)| format!(" from {producers}"))
+            .unwrap_or_default();
+        parts.push(format!("accepted {}{from}", format::integer(accepted)));
+        if let Some(rows) = node.value(names::REPLACED_WITH_DYNAMIC_FILTER_ROWS) {
+            parts.push(format!("{} rows not read", format::integer(rows)));
+        }
+    }
+    if !parts.is_empty() {
+        let _ = writeln!(out, "{indent}   dynamic filters  {}", parts.join(", "));
+    }
+}
+
+fn plural(n: i64) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
 /// The I/O lines of an operator that touched storage: reads with their tiers, time and
 /// concurrency; pruning; writes.
 fn render_io(node: &ProfileNode, indent: &str, out: &mut String) {
@@ -491,11 +561,7 @@ fn render_io(node: &ProfileNode, indent: &str, out: &mut String) {
             "{indent}   read {} in {} request{} (storage {}, local {}, ram {})  read time {}  io wait {}  concurrency {}{buckets}",
             format::bytes(v(names::READ_BYTES)),
             format::integer(v(names::READ_REQUESTS)),
-            if v(names::READ_REQUESTS) == 1 {
-                ""
-            } else {
-                "s"
-            },
+            plural(v(names::READ_REQUESTS)),
             format::bytes(v(names::STORAGE_READ_BYTES)),
             format::bytes(v(names::LOCAL_READ_BYTES)),
             format::bytes(v(names::RAM_READ_BYTES)),
@@ -527,11 +593,7 @@ fn render_io(node: &ProfileNode, indent: &str, out: &mut String) {
             "{indent}   wrote {} in {} file{} ({} requests)  write io {}",
             format::bytes(v(names::PHYSICAL_WRITTEN_BYTES)),
             format::integer(v(names::WRITTEN_FILES)),
-            if v(names::WRITTEN_FILES) == 1 {
-                ""
-            } else {
-                "s"
-            },
+            plural(v(names::WRITTEN_FILES)),
             format::integer(v(names::WRITE_REQUESTS)),
             nanos(names::WRITE_IO_NANOS),
         );
@@ -676,6 +738,43 @@ mod tests {
     #[test]
     fn text_tree_snapshot() {
         insta::assert_snapshot!(sample().render_text(3));
+    }
+
+    #[test]
+    fn spill_and_dynamic_filter_lines_snapshot() {
+        let mut profile = sample();
+        let put = |node: &mut ProfileNode, name: &str, value: i64| {
+            node.metrics.push(NodeMetric::summed(
+                name,
+                name,
+                MetricKind::Sum,
+                vec![TaskValue { task: None, value }],
+            ));
+        };
+        let aggregate = &mut profile.plan;
+        for (name, value) in [
+            (names::SPILL_FILES_CREATED, 3),
+            (names::SPILL_WRITTEN_BYTES, 3 << 20),
+            (names::SPILL_WRITTEN_ROWS, 120_000),
+            (names::SPILLED_PARTITIONS, 1),
+            (names::SPILL_WRITE_NANOS, 4_000_000),
+            (names::SPILL_READ_BYTES, 3 << 20),
+            (names::SPILL_READ_NANOS, 2_500_000),
+            (names::DYNAMIC_FILTERS_PRODUCED, 1),
+            (names::DYNAMIC_FILTER_UPDATES, 2),
+        ] {
+            put(aggregate, name, value);
+        }
+        let scan = &mut profile.plan.children[0].children[0];
+        put(scan, names::DYNAMIC_FILTERS_ACCEPTED, 1);
+        put(scan, names::REPLACED_WITH_DYNAMIC_FILTER_ROWS, 99_000);
+        scan.info.push((
+            names::DYNAMIC_FILTER_PRODUCERS.to_string(),
+            "#0 AggregateExec".to_string(),
+        ));
+        // the filter neither spilled nor took part in a dynamic filter: no such lines
+        put(&mut profile.plan.children[0], names::SPILL_FILES_CREATED, 0);
+        insta::assert_snapshot!(profile.render_text(0));
     }
 
     #[test]

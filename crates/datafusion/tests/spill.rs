@@ -230,3 +230,24 @@ async fn a_sort_over_its_memory_limit_reports_the_spill_files_it_wrote() {
         sort.value(names::SPILL_WRITTEN_BYTES)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repartition_over_its_memory_limit_reports_the_spill_files_it_wrote() {
+    // one input partition spread over two: every batch the pool cannot hold goes to disk
+    let config = SessionConfig::new().with_target_partitions(2);
+    let run = run_spilling(
+        "repartition",
+        config,
+        16 << 10,
+        "SELECT v FROM generate_series(1, 1000000) AS s(v) WHERE v % 3 = 0",
+    )
+    .await;
+    assert_eq!(run.rows, 333_333);
+    let spilled = run.check();
+    let text = run.profile.render_text(0);
+    let repartition = spilled
+        .iter()
+        .find(|n| n.name == "RepartitionExec")
+        .unwrap_or_else(|| panic!("the repartition did not spill:\n{text}"));
+    assert!(repartition.value(names::SPILL_READ_BYTES).unwrap_or(0) > 0);
+}

@@ -18,13 +18,13 @@ use crate::exec::ProfiledExec;
 /// Number of dynamic filters an operator produced.
 pub(super) const PRODUCED: &str = names::DYNAMIC_FILTERS_PRODUCED;
 /// Updates of the filters an operator produced, after their creation.
-pub(super) const UPDATES: &str = "numDynamicFilterUpdates";
+pub(super) const UPDATES: &str = names::DYNAMIC_FILTER_UPDATES;
 /// Number of dynamic filters an operator took in from others.
 pub(super) const ACCEPTED: &str = names::DYNAMIC_FILTERS_ACCEPTED;
 /// Rows a scan did not read because of the dynamic filters it accepted.
-pub(super) const REPLACED_ROWS: &str = "numReplacedWithDynamicFilterRows";
+pub(super) const REPLACED_ROWS: &str = names::REPLACED_WITH_DYNAMIC_FILTER_ROWS;
 /// Info key naming the operators whose dynamic filters an operator took in.
-pub(super) const PRODUCERS_INFO: &str = "dynamicFilterProducers";
+pub(super) const PRODUCERS_INFO: &str = names::DYNAMIC_FILTER_PRODUCERS;
 
 /// The producer of each dynamic filter of a plan, by the filter's id: node id and name.
 pub(super) struct Producers(HashMap<u64, (usize, String)>);
