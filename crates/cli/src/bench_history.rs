@@ -97,7 +97,7 @@ fn request(store: &LogStore, path: &str) -> Result<usize> {
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     match api_v1(store, &segments, &Params::default()) {
         Ok(Answer::Json(value)) => Ok(serde_json::to_vec(&value)?.len()),
-        Ok(Answer::JsonText(text)) => Ok(text.len()),
+        Ok(Answer::JsonText(text) | Answer::Svg(text)) => Ok(text.len()),
         Ok(Answer::Zip { bytes, .. }) => Ok(bytes.len()),
         Err(e) => bail!("/api/v1/{path}: {e}"),
     }

@@ -120,3 +120,44 @@ pub fn every_answer(state: &AppState) -> Value {
         "skipped": [state.skipped.unknown_events, state.skipped.corrupt_lines],
     })
 }
+
+/// Writes a complete qprof log of `profiles` (one query each, succeeded) under `dir`, as
+/// an application started at `start_epoch_millis`; returns the application's id.
+pub fn write_profiled_app(
+    dir: &Path,
+    start_epoch_millis: u64,
+    profiles: &[qprof_core::profile::QueryProfile],
+) -> String {
+    use crate::profile_events::QueryRecord;
+    use crate::writer::{AppLog, LogConfig};
+    let config = LogConfig::new(dir);
+    let app = qprof_core::events::AppInfo {
+        name: "qprof fixture".into(),
+        user: "tester".into(),
+        host: "localhost".into(),
+        cores: 2,
+        start_epoch_millis,
+        engine: "DataFusion 55.2.0".into(),
+        properties: Vec::new(),
+    };
+    let mut log = AppLog::create(&config, &app).expect("a log in the fixture's directory");
+    let id = log.app_id().to_string();
+    let mut t = start_epoch_millis as i64;
+    for profile in profiles {
+        let duration = (profile.duration_nanos / 1_000_000) as i64;
+        log.log_query(&QueryRecord {
+            description: format!("query {}", profile.id),
+            sql: &profile.sql,
+            plan_text: profile.plan.name.clone(),
+            start_epoch_millis: t + 1,
+            end_epoch_millis: t + 1 + duration,
+            profile: Some(profile),
+            error: None,
+        })
+        .expect("the fixture's query logged");
+        t += duration + 2;
+    }
+    log.finish(t + 1, 0, None)
+        .expect("the fixture's log finished");
+    id
+}

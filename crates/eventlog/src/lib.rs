@@ -10,6 +10,8 @@
 //!   a [`storage`] seam: the local file system, or an object store supplied by the caller;
 //! - [`state`] rebuilds an application from its events, as Spark's status listeners do;
 //! - [`rest`] renders Spark's `/api/v1` JSON answers from that state.
+//! - [`profile_diff`], [`flame_graph`] and [`trace_events`] turn profiles into answers:
+//!   two runs compared, self CPU as a flame graph, the run on a timeline.
 //!
 //! It depends on no engine and no async runtime.
 #![deny(missing_docs)]
@@ -21,6 +23,7 @@ pub mod codec;
 pub mod compare;
 #[cfg(feature = "test-util")]
 pub mod fixtures;
+pub mod flame_graph;
 mod heap_size;
 pub mod layout;
 pub mod listener;

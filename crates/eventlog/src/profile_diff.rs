@@ -1,8 +1,7 @@
 //! Comparing two runs of a query, operator by operator: operators are matched by their
-//! stable ids, and by their place in the plan (pre-order position and name) where the
-//! plans differ; each pair gets the change in self CPU, rows, peak memory and spill.
-
-use std::collections::HashMap;
+//! stable ids, and where the plans differ by their text (an operator that moved) or by
+//! their place in the plan (pre-order position and name); each pair gets the change in
+//! self CPU, rows, peak memory and spill.
 
 use qprof_core::format;
 use qprof_core::profile::names;
@@ -14,10 +13,24 @@ use crate::profile_json::{NodeJson, QueryJson};
 pub enum Matched {
     /// Same stable id: the same operator.
     Same,
+    /// Same name and operator text at another place (the plan around it changed).
+    Moved,
     /// Same place and name, different text (the plan changed).
     ByShape,
     /// Not in the first run.
     New,
+}
+
+impl Matched {
+    /// The kind's name in JSON: `same`, `moved`, `shape` or `new`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Matched::Same => "same",
+            Matched::Moved => "moved",
+            Matched::ByShape => "shape",
+            Matched::New => "new",
+        }
+    }
 }
 
 /// One operator's change between two runs.
@@ -29,6 +42,8 @@ pub struct OperatorChange {
     pub name: String,
     /// How it was matched.
     pub matched: Matched,
+    /// Its twin's pre-order id in the first run, if matched.
+    pub before_id: Option<usize>,
     /// (first run, second run) of `selfCpuNanos`, `outputRows`, `peakMemoryBytes` and
     /// `spillWrittenBytes`; the first is 0 for a new operator.
     pub self_cpu: (i64, i64),
@@ -55,6 +70,9 @@ pub struct QueryDiff {
     pub gone: Vec<(usize, String)>,
 }
 
+/// The regression threshold when none is given: self CPU grown by more than 10 %.
+pub const DEFAULT_REGRESSION_THRESHOLD_PERCENT: f64 = 10.0;
+
 /// Self CPU growth below this (ns) is noise, whatever its ratio.
 const MIN_REGRESSION_NANOS: i64 = 1_000_000;
 
@@ -67,49 +85,66 @@ fn metric(node: &NodeJson, name: &str) -> i64 {
     node.metrics.get(name).map_or(0, |m| m.value)
 }
 
+/// Whether an operator of the first run (left) is the twin of one of the second (right).
+type Twins = dyn Fn(&NodeJson, &NodeJson) -> bool;
+
 /// Compares `before` and `after`, flagging operators whose self CPU grew by more than
 /// `threshold_percent`.
+///
+/// Operators are paired in three passes, each over what the previous left: by stable id;
+/// by name and operator text (an operator that moved, e.g. under an added repartition);
+/// by pre-order place and name (an operator whose text changed).
 pub fn diff(before: &QueryJson, after: &QueryJson, threshold_percent: f64) -> QueryDiff {
     let old: Vec<&NodeJson> = before.plan.iter().collect();
-    let by_stable: HashMap<&str, &NodeJson> = old
-        .iter()
-        .filter_map(|n| n.stable_id.as_deref().map(|id| (id, *n)))
-        .collect();
+    let new: Vec<&NodeJson> = after.plan.iter().collect();
+    let mut twins: Vec<Option<(Matched, usize)>> = vec![None; new.len()];
     let mut used = vec![false; old.len()];
-    let mut operators = Vec::new();
-    for node in after.plan.iter() {
-        let same = node
-            .stable_id
-            .as_deref()
-            .and_then(|id| by_stable.get(id).copied());
-        let (matched, twin) = match same {
-            Some(twin) => (Matched::Same, Some(twin)),
-            None => match old.get(node.id).filter(|o| o.name == node.name) {
-                Some(twin) => (Matched::ByShape, Some(*twin)),
-                None => (Matched::New, None),
-            },
-        };
-        if let Some(twin) = twin
-            && let Some(slot) = used.get_mut(twin.id)
-        {
-            *slot = true;
+    let passes: [(Matched, &Twins); 3] = [
+        (Matched::Same, &|o, n| {
+            o.stable_id.is_some() && o.stable_id == n.stable_id
+        }),
+        (Matched::Moved, &|o, n| {
+            o.name == n.name && o.display == n.display
+        }),
+        (Matched::ByShape, &|o, n| o.name == n.name && o.id == n.id),
+    ];
+    for (matched, same) in passes {
+        for (slot, node) in twins.iter_mut().zip(&new) {
+            if slot.is_some() {
+                continue;
+            }
+            if let Some(i) = (0..old.len()).find(|&i| !used[i] && same(old[i], node)) {
+                used[i] = true;
+                *slot = Some((matched, i));
+            }
         }
-        let pair = |name: &str| (twin.map_or(0, |t| metric(t, name)), metric(node, name));
-        let self_cpu = pair(names::SELF_CPU_NANOS);
-        let regressed = twin.is_some()
-            && self_cpu.1 - self_cpu.0 >= MIN_REGRESSION_NANOS
-            && change_percent(self_cpu.0, self_cpu.1).is_none_or(|p| p > threshold_percent);
-        operators.push(OperatorChange {
-            id: node.id,
-            name: node.name.clone(),
-            matched,
-            self_cpu,
-            rows: pair(names::OUTPUT_ROWS),
-            peak_memory: pair(names::PEAK_MEMORY_BYTES),
-            spilled: pair(names::SPILL_WRITTEN_BYTES),
-            regressed,
-        });
     }
+    let operators = new
+        .iter()
+        .zip(&twins)
+        .map(|(node, twin)| {
+            let (matched, twin) = match twin {
+                Some((matched, i)) => (*matched, Some(old[*i])),
+                None => (Matched::New, None),
+            };
+            let pair = |name: &str| (twin.map_or(0, |t| metric(t, name)), metric(node, name));
+            let self_cpu = pair(names::SELF_CPU_NANOS);
+            let regressed = twin.is_some()
+                && self_cpu.1 - self_cpu.0 >= MIN_REGRESSION_NANOS
+                && change_percent(self_cpu.0, self_cpu.1).is_none_or(|p| p > threshold_percent);
+            OperatorChange {
+                id: node.id,
+                name: node.name.clone(),
+                matched,
+                before_id: twin.map(|t| t.id),
+                self_cpu,
+                rows: pair(names::OUTPUT_ROWS),
+                peak_memory: pair(names::PEAK_MEMORY_BYTES),
+                spilled: pair(names::SPILL_WRITTEN_BYTES),
+                regressed,
+            }
+        })
+        .collect();
     let gone = old
         .iter()
         .zip(&used)
@@ -138,8 +173,44 @@ impl QueryDiff {
         self.operators.iter().any(|o| o.regressed)
     }
 
+    /// The comparison as JSON (the web UI's compare page): per operator its ids in both
+    /// runs, how it was matched, and each measure as `[before, after]`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let operators: Vec<serde_json::Value> = self
+            .operators
+            .iter()
+            .map(|o| {
+                serde_json::json!({
+                    "id": o.id,
+                    "beforeId": o.before_id,
+                    "name": o.name,
+                    "matched": o.matched.as_str(),
+                    "regressed": o.regressed,
+                    "selfCpuNanos": [o.self_cpu.0, o.self_cpu.1],
+                    "selfCpuChangePercent": change_percent(o.self_cpu.0, o.self_cpu.1),
+                    "outputRows": [o.rows.0, o.rows.1],
+                    "peakMemoryBytes": [o.peak_memory.0, o.peak_memory.1],
+                    "spillWrittenBytes": [o.spilled.0, o.spilled.1],
+                })
+            })
+            .collect();
+        let gone: Vec<serde_json::Value> = self
+            .gone
+            .iter()
+            .map(|(id, name)| serde_json::json!({ "id": id, "name": name }))
+            .collect();
+        serde_json::json!({
+            "id": self.id,
+            "durationNanos": [self.duration.0, self.duration.1],
+            "regressed": self.regressed(),
+            "operators": operators,
+            "gone": gone,
+        })
+    }
+
     /// The comparison as text: a header with both wall times, then a line per operator
-    /// (`!` marks a regression, `~` an operator matched by its place, `+` a new one).
+    /// (`!` marks a regression, `>` an operator found at another place, `~` one matched
+    /// by its place, `+` a new one).
     pub fn render_text(&self) -> String {
         let nanos = |v: i64| format::human_nanos(v.max(0) as u64);
         let mut out = format!(
@@ -151,6 +222,7 @@ impl QueryDiff {
             let mark = match (o.regressed, o.matched) {
                 (true, _) => '!',
                 (false, Matched::ByShape) => '~',
+                (false, Matched::Moved) => '>',
                 (false, Matched::New) => '+',
                 (false, Matched::Same) => ' ',
             };
@@ -267,5 +339,44 @@ mod tests {
             text.contains("- #2 DataSourceExec  (only in the first run)"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn an_operator_below_an_inserted_one_is_found_at_its_new_place() {
+        let before = QueryJson::from(&sample());
+        // a repartition put between the filter and the scan: the scan's place and stable
+        // id change, its text does not
+        let mut after = before.clone();
+        let mut scan = after.plan.children[0].children.remove(0);
+        scan.id = 3;
+        scan.stable_id = Some("ffffffffffffffff".into());
+        let mut repartition = scan.clone();
+        repartition.id = 2;
+        repartition.name = "RepartitionExec".into();
+        repartition.display = "RepartitionExec: partitioning=RoundRobinBatch(2)".into();
+        repartition.stable_id = Some("eeeeeeeeeeeeeeee".into());
+        repartition.children = vec![scan];
+        after.plan.children[0].children.push(repartition);
+        let d = diff(&before, &after, 10.0);
+        let matched: Vec<(usize, Option<usize>, Matched)> = d
+            .operators
+            .iter()
+            .map(|o| (o.id, o.before_id, o.matched))
+            .collect();
+        assert_eq!(
+            matched,
+            [
+                (0, Some(0), Matched::Same),
+                (1, Some(1), Matched::Same),
+                (2, None, Matched::New),
+                (3, Some(2), Matched::Moved),
+            ]
+        );
+        assert!(d.gone.is_empty());
+        assert!(d.render_text().contains("> #3 DataSourceExec"));
+        let json = d.to_json();
+        assert_eq!(json["operators"][3]["matched"], "moved");
+        assert_eq!(json["operators"][3]["beforeId"], 2);
+        assert_eq!(json["operators"][2]["beforeId"], serde_json::Value::Null);
     }
 }

@@ -3,9 +3,13 @@
 //! [`qprof_eventlog::rest`]; this module only routes, validates and reports errors.
 
 use std::io::Write;
+use std::sync::Arc;
 
 use qprof_eventlog::EventLogError;
 use qprof_eventlog::layout::APPSTATUS_PREFIX;
+use qprof_eventlog::profile_diff::{self, DEFAULT_REGRESSION_THRESHOLD_PERCENT};
+use qprof_eventlog::profile_json::QueryJson;
+use qprof_eventlog::replay::Replay;
 use qprof_eventlog::rest::{self, AttemptSource, RestError, StageOptions};
 use qprof_eventlog::state::AppState;
 use serde_json::{Value, json};
@@ -21,6 +25,8 @@ pub enum Answer {
     Json(Value),
     /// A JSON document already rendered.
     JsonText(String),
+    /// An SVG image.
+    Svg(String),
     /// A zip archive of an application's log files.
     Zip {
         /// Download name.
@@ -363,26 +369,25 @@ fn app_resource(store: &LogStore, app: &ListedApp, path: &[&str], params: &Param
 }
 
 /// Answers `GET /qprof/v1/<segments>`: qprof's additions to Spark's API.
-pub fn qprof_v1(store: &LogStore, segments: &[&str]) -> ApiResult {
+pub fn qprof_v1(store: &LogStore, segments: &[&str], params: &Params) -> ApiResult {
     match segments {
         ["status"] => Ok(Answer::Json(status_json(&store.status()))),
         ["applications", id, "sql", exec, "profile"] => {
-            let attempts = store.attempts(id)?;
-            let app = attempts
-                .first()
-                .ok_or_else(|| ApiError::NotFound(format!("no such app: {id}")))?;
-            let replay = store.replay(app)?;
+            let replay = first_attempt_replay(store, id)?;
             Ok(Answer::Json(rest::qprof_profile(
                 replay.state(),
                 id_segment(exec, "query execution id")?,
             )?))
         }
+        ["applications", id, "sql", exec, "flamegraph.svg"] => {
+            let replay = first_attempt_replay(store, id)?;
+            Ok(Answer::Svg(rest::qprof_flame_graph(
+                replay.state(),
+                id_segment(exec, "query execution id")?,
+            )?))
+        }
         ["applications", id, "skipped"] => {
-            let attempts = store.attempts(id)?;
-            let app = attempts
-                .first()
-                .ok_or_else(|| ApiError::NotFound(format!("no such app: {id}")))?;
-            let replay = store.replay(app)?;
+            let replay = first_attempt_replay(store, id)?;
             let s = replay.state().skipped;
             Ok(Answer::Json(json!({
                 "unknownEvents": s.unknown_events,
@@ -390,11 +395,56 @@ pub fn qprof_v1(store: &LogStore, segments: &[&str]) -> ApiResult {
                 "bytesReplayed": replay.bytes_applied(),
             })))
         }
+        ["compare"] => compare(store, params),
         _ => Err(ApiError::NotFound(format!(
             "no such endpoint: /qprof/v1/{}",
             segments.join("/")
         ))),
     }
+}
+
+/// The replay of application `id`'s first listed attempt.
+fn first_attempt_replay(store: &LogStore, id: &str) -> Result<Arc<Replay>, ApiError> {
+    let attempts = store.attempts(id)?;
+    let app = attempts
+        .first()
+        .ok_or_else(|| ApiError::NotFound(format!("no such app: {id}")))?;
+    Ok(store.replay(app)?)
+}
+
+/// `/qprof/v1/compare?before=APP:SQLID&after=APP:SQLID[&threshold=PCT]`: two logged runs
+/// of a query compared operator by operator ([`profile_diff`]).
+fn compare(store: &LogStore, params: &Params) -> ApiResult {
+    let side = |key: &str| -> Result<QueryJson, ApiError> {
+        let spec = params.get(key).ok_or_else(|| {
+            ApiError::BadRequest(format!("parameter '{key}' (APP:SQLID) is missing"))
+        })?;
+        let (app, exec) = spec.rsplit_once(':').ok_or_else(|| {
+            ApiError::BadRequest(format!("parameter '{key}' must be APP:SQLID, not '{spec}'"))
+        })?;
+        let exec = id_segment(exec, "query execution id")?;
+        Ok(rest::logged_profile(
+            first_attempt_replay(store, app)?.state(),
+            exec,
+        )?)
+    };
+    let threshold = match params.get("threshold") {
+        None => DEFAULT_REGRESSION_THRESHOLD_PERCENT,
+        Some(v) => v
+            .parse::<f64>()
+            .ok()
+            .filter(|t| t.is_finite() && *t >= 0.0)
+            .ok_or_else(|| {
+                ApiError::BadRequest(format!(
+                    "parameter 'threshold' must be a non-negative percentage, not '{v}'"
+                ))
+            })?,
+    };
+    let (before, after) = (side("before")?, side("after")?);
+    let mut answer = profile_diff::diff(&before, &after, threshold).to_json();
+    answer["thresholdPercent"] = json!(threshold);
+    answer["sql"] = json!([before.sql, after.sql]);
+    Ok(Answer::Json(answer))
 }
 
 /// `/qprof/v1/status`: the log directory as the server last scanned it (the entries it

@@ -75,7 +75,7 @@ fn routes(live: Option<Arc<dyn LiveSource>>) -> Router<Shared> {
     };
     Router::new()
         .route("/", get(ui::index))
-        .route("/static/{file}", get(ui::asset))
+        .route("/static/{*file}", get(ui::asset))
         .route("/api/v1/{*path}", get(api_v1))
         .route("/qprof/v1/{*path}", get(qprof_v1))
         .route("/metrics", get(metrics))
@@ -102,6 +102,9 @@ fn respond(result: Result<Answer, ApiError>) -> Response {
             text,
         )
             .into_response(),
+        Ok(Answer::Svg(svg)) => {
+            ([(header::CONTENT_TYPE, "image/svg+xml".to_string())], svg).into_response()
+        }
         Ok(Answer::Zip { file_name, bytes }) => (
             [
                 (header::CONTENT_TYPE, "application/octet-stream".to_string()),
@@ -132,10 +135,15 @@ fn segments(path: &str) -> Vec<String> {
         .collect()
 }
 
-async fn api_v1(
-    State(store): State<Shared>,
-    Path(path): Path<String>,
-    params: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
+type QueryParams = Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>;
+
+/// Answers a request under an API prefix with `handler`, given the path's segments and
+/// the query's parameters (a malformed query string is a 400).
+async fn answer_api(
+    store: Shared,
+    path: String,
+    params: QueryParams,
+    handler: fn(&LogStore, &[&str], &Params) -> Result<Answer, ApiError>,
 ) -> Response {
     let params = match params {
         Ok(Query(p)) => Params(p),
@@ -144,18 +152,25 @@ async fn api_v1(
     blocking(move || {
         let segs = segments(&path);
         let refs: Vec<&str> = segs.iter().map(String::as_str).collect();
-        api::api_v1(&store, &refs, &params)
+        handler(&store, &refs, &params)
     })
     .await
 }
 
-async fn qprof_v1(State(store): State<Shared>, Path(path): Path<String>) -> Response {
-    blocking(move || {
-        let segs = segments(&path);
-        let refs: Vec<&str> = segs.iter().map(String::as_str).collect();
-        api::qprof_v1(&store, &refs)
-    })
-    .await
+async fn api_v1(
+    State(store): State<Shared>,
+    Path(path): Path<String>,
+    params: QueryParams,
+) -> Response {
+    answer_api(store, path, params, api::api_v1).await
+}
+
+async fn qprof_v1(
+    State(store): State<Shared>,
+    Path(path): Path<String>,
+    params: QueryParams,
+) -> Response {
+    answer_api(store, path, params, api::qprof_v1).await
 }
 
 async fn prometheus(store: Shared, live: Option<Arc<dyn LiveSource>>) -> Response {

@@ -6,7 +6,10 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
+use qprof_core::profile::fixtures::sample;
+use qprof_core::profile::names;
 use qprof_eventlog::compare::{first_difference as first_diff, strip_host_fields as strip};
+use qprof_eventlog::fixtures::write_profiled_app;
 use qprof_server::{LogStore, router};
 use serde_json::Value;
 use tower::ServiceExt;
@@ -319,4 +322,122 @@ async fn the_ui_is_served_without_external_resources() {
         get(&events, "/static/../Cargo.toml").await.status,
         StatusCode::NOT_FOUND
     );
+}
+
+/// Two logged runs of the same query, the second with its filter 40 ms slower.
+fn two_profiled_runs(name: &str) -> (PathBuf, String, String) {
+    let dir = std::env::temp_dir().join(format!("qprof-api-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let before = sample();
+    let mut after = sample();
+    let filter = &mut after.plan.children[0];
+    for m in &mut filter.metrics {
+        if m.name == names::SELF_CPU_NANOS {
+            for t in &mut m.tasks {
+                t.value += 20_000_000;
+            }
+            m.value += 40_000_000;
+        }
+    }
+    let first = write_profiled_app(&dir, 1_795_000_000_000, &[before]);
+    let second = write_profiled_app(&dir, 1_795_000_100_000, &[after]);
+    (dir, first, second)
+}
+
+#[tokio::test]
+async fn a_query_s_flame_graph_is_an_svg_of_its_operators() {
+    let (dir, app, _) = two_profiled_runs("flame");
+    let reply = get(
+        &dir,
+        &format!("/qprof/v1/applications/{app}/sql/0/flamegraph.svg"),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.content_type, "image/svg+xml");
+    let svg = String::from_utf8(reply.body).unwrap();
+    for frame in [
+        "query 6",
+        "stage 0",
+        "AggregateExec #0",
+        "FilterExec #1",
+        "DataSourceExec #2",
+    ] {
+        assert!(svg.contains(frame), "{frame} not in the flame graph");
+    }
+    // the scan's 80 ms of self CPU: 80,000 µs
+    assert!(svg.contains("DataSourceExec #2 (80,000 µs"), "{svg}");
+    let missing = get(
+        &dir,
+        &format!("/qprof/v1/applications/{app}/sql/9/flamegraph.svg"),
+    )
+    .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert!(missing.json()["message"].as_str().unwrap().contains("9"));
+    // a Spark log has no profile to draw
+    let spark = get(
+        &oracle().join("events"),
+        &format!("/qprof/v1/applications/{APP}/sql/0/flamegraph.svg"),
+    )
+    .await;
+    assert_eq!(spark.status, StatusCode::NOT_FOUND);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn two_runs_compare_operator_by_operator() {
+    let (dir, first, second) = two_profiled_runs("compare");
+    let uri = |before: &str, after: &str, extra: &str| {
+        format!("/qprof/v1/compare?before={before}:0&after={after}:0{extra}")
+    };
+    let same = get(&dir, &uri(&first, &first, "")).await.json();
+    assert_eq!(same["regressed"], false, "{same}");
+    assert!(
+        same["operators"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| o["matched"] == "same" && o["regressed"] == false)
+    );
+    let slower = get(&dir, &uri(&first, &second, "")).await.json();
+    assert_eq!(slower["regressed"], true, "{slower}");
+    let flagged: Vec<&str> = slower["operators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["regressed"] == true)
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(flagged, ["FilterExec"]);
+    let filter = &slower["operators"][1];
+    assert_eq!(
+        filter["selfCpuNanos"],
+        serde_json::json!([4_000_000, 44_000_000])
+    );
+    // a threshold above the growth (1,000 %) flags nothing
+    let lenient = get(&dir, &uri(&first, &second, "&threshold=1001"))
+        .await
+        .json();
+    assert_eq!(lenient["regressed"], false);
+    for (bad, code) in [
+        ("/qprof/v1/compare".to_string(), StatusCode::BAD_REQUEST),
+        (
+            format!("/qprof/v1/compare?before={first}&after={first}:0"),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            uri(&first, &first, "&threshold=-1"),
+            StatusCode::BAD_REQUEST,
+        ),
+        (uri(&first, "no-such-app", ""), StatusCode::NOT_FOUND),
+        (
+            format!("/qprof/v1/compare?before={first}:0&after={first}:77"),
+            StatusCode::NOT_FOUND,
+        ),
+    ] {
+        let reply = get(&dir, &bad).await;
+        assert_eq!(reply.status, code, "{bad}");
+        assert!(reply.json()["message"].is_string(), "{bad}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

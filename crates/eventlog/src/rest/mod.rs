@@ -21,7 +21,9 @@ mod tasks;
 pub use applications::{AttemptSource, application_info, attempt_info, environment};
 pub use executors::executors;
 pub use jobs::{job, jobs};
-pub use sql::{GraphNode, plan_graph, qprof_profile, sql, sql_list};
+pub use sql::{
+    GraphNode, logged_profile, plan_graph, qprof_flame_graph, qprof_profile, sql, sql_list,
+};
 pub use stages::{StageOptions, parse_quantiles, stage, stage_attempt, stages};
 pub use tasks::{task_list, task_summary};
 

@@ -6,6 +6,8 @@ use serde_json::{Map, Value, json};
 
 use super::{RestError, RestResult, put_opt};
 
+use crate::flame_graph::flame_graph_svg;
+use crate::profile_json::QueryJson;
 use crate::scala_order::scala_order;
 use crate::spark::format_date;
 use crate::state::{AppState, Execution, PlanNode};
@@ -268,12 +270,22 @@ pub fn sql(state: &AppState, id: i64, details: bool, plan_description: bool) -> 
 
 /// qprof's extension: the full profile a qprof log carries for a query.
 pub fn qprof_profile(state: &AppState, id: i64) -> RestResult {
+    Ok(json!({ "query": logged_profile(state, id)? }))
+}
+
+/// qprof's extension: a query's self CPU as a flame graph (SVG).
+pub fn qprof_flame_graph(state: &AppState, id: i64) -> Result<String, RestError> {
+    flame_graph_svg(&logged_profile(state, id)?).map_err(|e| RestError::NotFound(e.to_string()))
+}
+
+/// The profile of query execution `id`, as its qprof log carries it.
+pub fn logged_profile(state: &AppState, id: i64) -> Result<QueryJson, RestError> {
     let exec = state
         .executions
         .get(&id)
         .ok_or_else(|| RestError::NotFound(format!("unknown query execution id: {id}")))?;
     match exec.qprof_profile() {
-        Some(Ok(profile)) => Ok(json!({ "query": profile })),
+        Some(Ok(profile)) => Ok(profile),
         Some(Err(why)) => Err(RestError::NotFound(format!(
             "query execution {id} has a qprof profile this server cannot read: {why}"
         ))),

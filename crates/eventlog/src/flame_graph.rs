@@ -1,0 +1,176 @@
+//! A query's self CPU as a flame graph: query → stage → operator → function, as folded
+//! stacks (one line per frame path and its microseconds, the input of every flame-graph
+//! tool) and as an interactive SVG drawn by inferno.
+//!
+//! An operator's own frame holds its self CPU less the time of the functions it
+//! evaluated, which sit above it as their own frames; so each frame's width is time spent
+//! in it and in nothing below it in the plan.
+
+use qprof_core::profile::names;
+
+use crate::profile_json::{NodeJson, QueryJson};
+
+/// Errors drawing a flame graph.
+#[derive(Debug, thiserror::Error)]
+pub enum FlameGraphError {
+    /// The query has no CPU time to draw (e.g. it failed before any operator ran).
+    #[error("query {0} has no operator CPU time to draw")]
+    Empty(usize),
+    /// inferno could not draw the stacks.
+    #[error("cannot draw the flame graph: {0}")]
+    Draw(#[from] std::io::Error),
+}
+
+/// Longest frame label; longer expressions are cut with an ellipsis.
+const MAX_LABEL_CHARS: usize = 90;
+
+/// The folded stacks of `query`'s self CPU, in microseconds, one line per frame with time
+/// of its own, in plan order: `query 3;stage 4;HashJoinExec #6;fn sum(x) 1234`.
+pub fn folded_stacks(query: &QueryJson) -> Vec<String> {
+    let mut lines = Vec::new();
+    let root = format!("query {}", query.id);
+    for node in query.plan.iter() {
+        let stage = node
+            .stage_id
+            .map_or_else(|| "no stage".to_string(), |s| format!("stage {s}"));
+        let operator = format!("{root};{stage};{}", operator_label(node));
+        let mut functions_nanos = 0u64;
+        let mut function_lines = Vec::new();
+        for f in &node.functions {
+            functions_nanos += f.cpu_nanos;
+            if let Some(micros) = micros(f.cpu_nanos) {
+                function_lines.push(format!("{operator};fn {} {micros}", label(&f.expression)));
+            }
+        }
+        let self_cpu = node
+            .metrics
+            .get(names::SELF_CPU_NANOS)
+            .map_or(0, |m| m.value.max(0) as u64);
+        if let Some(micros) = micros(self_cpu.saturating_sub(functions_nanos)) {
+            lines.push(format!("{operator} {micros}"));
+        }
+        lines.extend(function_lines);
+    }
+    lines
+}
+
+/// `query`'s flame graph as a standalone SVG (with inferno's script: click to zoom,
+/// Ctrl-F to search).
+pub fn flame_graph_svg(query: &QueryJson) -> Result<String, FlameGraphError> {
+    let lines = folded_stacks(query);
+    if lines.is_empty() {
+        return Err(FlameGraphError::Empty(query.id));
+    }
+    let mut options = inferno::flamegraph::Options::default();
+    options.title = format!(
+        "Query {}: self CPU by stage, operator and function",
+        query.id
+    );
+    options.subtitle = Some(format!(
+        "{} operators, {} in all",
+        query.plan.iter().count(),
+        qprof_core::format::human_nanos(total_self_cpu(query))
+    ));
+    options.count_name = "µs".to_string();
+    options.name_type = "Frame:".to_string();
+    // colors follow the frame's name, so two runs of a query look alike
+    options.hash = true;
+    options.deterministic = true;
+    let mut svg = Vec::new();
+    inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)?;
+    Ok(String::from_utf8_lossy(&svg).into_owned())
+}
+
+fn total_self_cpu(query: &QueryJson) -> u64 {
+    query
+        .plan
+        .iter()
+        .filter_map(|n| n.metrics.get(names::SELF_CPU_NANOS))
+        .map(|m| m.value.max(0) as u64)
+        .sum()
+}
+
+/// Whole microseconds of `nanos`, if at least one.
+fn micros(nanos: u64) -> Option<u64> {
+    Some(nanos / 1_000).filter(|m| *m > 0)
+}
+
+fn operator_label(node: &NodeJson) -> String {
+    format!("{} #{}", label(&node.name), node.id)
+}
+
+/// A frame label: no `;` (the folded format's separator), no line breaks, bounded length.
+fn label(text: &str) -> String {
+    let clean: String = text
+        .chars()
+        .map(|c| match c {
+            ';' => ',',
+            '\n' | '\r' | '\t' => ' ',
+            c => c,
+        })
+        .collect();
+    if clean.chars().count() <= MAX_LABEL_CHARS {
+        clean
+    } else {
+        let mut cut: String = clean.chars().take(MAX_LABEL_CHARS - 1).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile_json::ProfilesDocument;
+    use qprof_core::profile::fixtures::sample;
+
+    fn query() -> QueryJson {
+        ProfilesDocument::new(&[sample()]).queries.remove(0)
+    }
+
+    #[test]
+    fn frames_hold_their_own_time_and_add_up_to_the_query() {
+        let q = query();
+        let lines = folded_stacks(&q);
+        insta::assert_snapshot!(lines.join("\n"));
+        let total: u64 = lines
+            .iter()
+            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+            .sum();
+        // every microsecond of self CPU is in exactly one frame (each frame rounds down)
+        let whole = total_self_cpu(&q) / 1_000;
+        assert!(
+            total <= whole && whole - total < lines.len() as u64,
+            "{total} vs {whole}"
+        );
+    }
+
+    #[test]
+    fn labels_cannot_break_the_folded_format() {
+        assert_eq!(label("a;b\nc"), "a,b c");
+        let long = "x".repeat(200);
+        assert_eq!(label(&long).chars().count(), MAX_LABEL_CHARS);
+    }
+
+    #[test]
+    fn the_svg_names_every_operator_and_function() {
+        let q = query();
+        let svg = flame_graph_svg(&q).unwrap();
+        assert!(svg.starts_with("<?xml"), "{}", &svg[..100]);
+        for node in q.plan.iter() {
+            assert!(svg.contains(&operator_label(node)), "{}", node.name);
+        }
+        assert!(svg.contains("fn regexp_like"));
+    }
+
+    #[test]
+    fn a_query_without_cpu_time_is_an_error() {
+        let mut q = query();
+        q.plan.metrics.0.clear();
+        q.plan.children.clear();
+        assert!(matches!(
+            flame_graph_svg(&q),
+            Err(FlameGraphError::Empty(6))
+        ));
+    }
+}
