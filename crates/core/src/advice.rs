@@ -2,6 +2,9 @@
 //! out. Each finding names its rule, how much it matters, the operator or stage it is
 //! about, one sentence, and the numbers behind the sentence.
 //!
+//! Rules: `bottleneck`, `skewed-tasks`, `spill`, `io-bound`, `low-read-concurrency`,
+//! `dominating-function`, `unused-dynamic-filters` and `unselective-filter`.
+//!
 //! Rules look only at the profile (no engine), and each has a threshold under which it
 //! stays quiet, so a healthy query gets no findings.
 
@@ -74,6 +77,11 @@ pub mod thresholds {
     pub const LOW_CONCURRENCY_TENTHS: i64 = 15;
     /// ... at least this many read requests.
     pub const LOW_CONCURRENCY_MIN_REQUESTS: i64 = 8;
+    /// A filter right above a scan that keeps at least this share (percent) of the rows
+    /// the scan read, when the scan skipped nothing, filters in vain ...
+    pub const UNSELECTIVE_FILTER_PERCENT: i64 = 95;
+    /// ... over at least this many rows.
+    pub const UNSELECTIVE_FILTER_MIN_ROWS: i64 = 100_000;
 }
 
 /// Everything the advisor notices in `profile`, warnings first, then by the query's
@@ -88,6 +96,7 @@ pub fn advise(profile: &QueryProfile) -> Vec<Finding> {
     }
     dominating_function(profile, &mut findings);
     unused_dynamic_filters(profile, &mut findings);
+    unselective_filters(profile, &mut findings);
     findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     findings
 }
@@ -357,6 +366,51 @@ fn unused_dynamic_filters(profile: &QueryProfile, out: &mut Vec<Finding>) {
     }
 }
 
+/// `unselective-filter`: a filter right above a scan keeps almost every row the scan read,
+/// and the scan skipped no file or row group with it: its predicate costs CPU and prunes
+/// nothing (a predicate on an unsorted column, or one that statistics cannot decide).
+fn unselective_filters(profile: &QueryProfile, out: &mut Vec<Finding>) {
+    for filter in profile.plan.iter().filter(|n| n.name == "FilterExec") {
+        let [scan] = filter.children.as_slice() else {
+            continue;
+        };
+        if scan.name != "DataSourceExec" {
+            continue;
+        }
+        let (read, kept) = (
+            value(scan, names::OUTPUT_ROWS),
+            value(filter, names::OUTPUT_ROWS),
+        );
+        let skipped = value(scan, names::SKIPPED_SPLITS) + value(scan, "skippedStrides");
+        if read < thresholds::UNSELECTIVE_FILTER_MIN_ROWS
+            || pct(kept, read) < thresholds::UNSELECTIVE_FILTER_PERCENT
+            || skipped > 0
+        {
+            continue;
+        }
+        out.push(Finding {
+            rule: "unselective-filter",
+            severity: Severity::Info,
+            node_id: Some(filter.id),
+            stage_id: filter.stage_id,
+            message: format!(
+                "#{} FilterExec keeps {}% of the {} rows #{} {} read, which skipped no file or row group: the predicate costs {} of CPU and saves nothing downstream",
+                filter.id,
+                pct(kept, read),
+                format::integer(read),
+                scan.id,
+                scan.name,
+                nanos(value(filter, names::SELF_CPU_NANOS)),
+            ),
+            numbers: vec![
+                ("scanOutputRows", read),
+                ("filterOutputRows", kept),
+                ("selfCpuNanos", value(filter, names::SELF_CPU_NANOS)),
+            ],
+        });
+    }
+}
+
 /// The findings as text lines (`  [warn] ...`), under a `findings:` header; empty when
 /// there are none.
 pub fn render_findings(findings: &[Finding]) -> String {
@@ -565,6 +619,32 @@ mod tests {
         assert_eq!(found[0].node_id, Some(0));
         set(&mut p, 2, names::DYNAMIC_FILTERS_ACCEPTED, 1);
         assert!(fired(&p, "unused-dynamic-filters").is_empty());
+    }
+
+    #[test]
+    fn a_filter_keeping_almost_every_row_of_an_unpruned_scan_is_flagged() {
+        let mut p = sample();
+        set(&mut p, 2, names::OUTPUT_ROWS, 200_000);
+        set(&mut p, 1, names::OUTPUT_ROWS, 199_000);
+        let found = fired(&p, "unselective-filter");
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].node_id, Some(1));
+        assert!(
+            found[0].message.contains("keeps 99% of the 200,000 rows"),
+            "{}",
+            found[0].message
+        );
+        // controls: a selective filter; a scan that pruned with it; too few rows
+        let mut selective = p.clone();
+        set(&mut selective, 1, names::OUTPUT_ROWS, 150_000);
+        assert!(fired(&selective, "unselective-filter").is_empty());
+        let mut pruned = p.clone();
+        set(&mut pruned, 2, "skippedStrides", 3);
+        assert!(fired(&pruned, "unselective-filter").is_empty());
+        let mut small = p.clone();
+        set(&mut small, 2, names::OUTPUT_ROWS, 1_000);
+        set(&mut small, 1, names::OUTPUT_ROWS, 999);
+        assert!(fired(&small, "unselective-filter").is_empty());
     }
 
     #[test]
