@@ -76,6 +76,8 @@ pub fn flame_graph_svg(query: &QueryJson) -> Result<String, FlameGraphError> {
     // colors follow the frame's name, so two runs of a query look alike
     options.hash = true;
     options.deterministic = true;
+    // a narrow frame keeps the start of its name: the operator, not its id
+    options.text_truncate_direction = inferno::flamegraph::TextTruncateDirection::Right;
     let mut svg = Vec::new();
     inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)?;
     Ok(String::from_utf8_lossy(&svg).into_owned())

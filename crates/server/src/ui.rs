@@ -27,7 +27,17 @@ const ASSETS: &[(&str, &str, &str)] = &[
         JS,
         include_str!("../ui/pages/plan_graph.js"),
     ),
+    (
+        "pages/timeline.js",
+        JS,
+        include_str!("../ui/pages/timeline.js"),
+    ),
     ("pages/query.js", JS, include_str!("../ui/pages/query.js")),
+    (
+        "pages/compare.js",
+        JS,
+        include_str!("../ui/pages/compare.js"),
+    ),
     ("pages/stage.js", JS, include_str!("../ui/pages/stage.js")),
     (
         "pages/executors.js",

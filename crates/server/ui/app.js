@@ -7,9 +7,11 @@
 // Routes:
 //   #/                                   applications
 //   #/app/{app}                          an application's queries and stages (#/app/{app}/stages scrolls to stages)
-//   #/app/{app}/sql/{id}                 a query: plan DAG with self-time heat, SQL, plan description
+//   #/app/{app}/sql/{id}                 a query: findings, plan DAG with self-time heat, task timeline,
+//                                        flame graph, memory, SQL, plan description
 //   #/app/{app}/stage/{id}/{attempt}     a stage: summary, task quantiles, tasks
 //   #/app/{app}/executors                executors
+//   #/compare?before=APP:ID&after=APP:ID two runs of a query compared operator by operator
 //
 // Test hooks: <main id="page" data-page="...">, body[data-ready="1"] once a page is rendered,
 // #error holding the message of a failed fetch.
@@ -36,6 +38,7 @@
       }
     });
     if (parts.length === 0) return { page: 'apps' };
+    if (parts.length === 1 && parts[0] === 'compare') return { page: 'compare' };
     if (parts[0] === 'app' && parts.length >= 2) {
       const app = parts[1];
       if (parts.length === 2) return { page: 'app', app };

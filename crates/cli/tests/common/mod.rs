@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+pub(crate) mod served;
+
 /// Runs TPC-H SF 0.01 (all queries, or `queries`, e.g. `"3,22"`) with its data under
 /// `dir/data` and its event log under `dir/events`; returns the log directory.
 pub(crate) fn tpch_event_log(dir: &Path, queries: Option<&str>) -> PathBuf {

@@ -1,13 +1,15 @@
 // qprof history server UI, page: a query (#/app/{app}/sql/{id}): findings, the plan DAG with
-// self-time heat, the selected operator's metrics, functions, memory over time, SQL and plan.
+// self-time heat, the selected operator's metrics, functions, the task timeline, the flame
+// graph, memory over time, SQL and plan; a link to compare it with another run.
 'use strict';
 
 (function () {
   const { QPROF, enc, getJson, optional, settle, appUrl, appHref, DASH, isNum, fmtBytes, fmtDate, fmtInt,
-    fmtMs, fmtNs, fmtPct, firstLine, h, s, link, td, statusBadge, table, card, facts, pageHeader, appCrumbs,
+    fmtMs, fmtNs, fmtPct, parseDate, firstLine, h, s, link, td, statusBadge, table, card, facts, pageHeader, appCrumbs,
     jobIdsCell } = window.qprof;
 
   const { WSCG_RE, parseSparkMetric, computeHeat, heatFill, buildDag } = window.qprof.plan;
+  const { taskTimeline } = window.qprof.timeline;
 
   function flattenPlan(plan) {
     const map = new Map();
@@ -166,6 +168,7 @@
     const jobIds = [...(sql.successJobIds || []), ...(sql.failedJobIds || []), ...(sql.runningJobIds || [])].sort((a, b) => a - b);
     const jobsById = new Map((jobs || []).map((j) => [j.jobId, j]));
     const stageLinks = [];
+    const queryStages = [];
     if (jobs && stages) {
       const latest = new Map();
       for (const st of stages) {
@@ -176,6 +179,7 @@
       for (const sid of stageIds) {
         const st = latest.get(sid);
         if (!st) continue;
+        queryStages.push(st);
         stageLinks.push(link(appHref(app, `/stage/${sid}/${st.attemptId}`), `${sid}`,
           { class: `chip stage-chip st-${String(st.status).toLowerCase()}`, title: `stage ${sid}.${st.attemptId} · ${st.status}` }));
       }
@@ -189,6 +193,16 @@
       isNum(f.nodeId) && byId.has(f.nodeId)
         ? h('button', { type: 'button', class: 'linkish', onclick: () => onSelect(f.nodeId) }, f.message)
         : h('span', null, f.message)));
+
+    const submitted = parseDate(sql.submissionTime);
+    const timeline = await taskTimeline(app, queryStages, submitted ? submitted.getTime() : null);
+    const flameUrl = `${QPROF}/${enc(app)}/sql/${enc(id)}/flamegraph.svg`;
+    const flameGraph = profile ? card('Flame graph', { id: 'flame-graph' },
+      h('div', { class: 'legend' },
+        h('span', { class: 'muted' }, 'Self CPU by stage, operator and function; click a frame to zoom, Ctrl-F to search. '),
+        h('a', { href: flameUrl, target: '_blank', id: 'flame-graph-link' }, 'Open on its own')),
+      h('object', { data: flameUrl, type: 'image/svg+xml', class: 'flame-graph' }, 'Flame graph')) : null;
+    const compareHref = `#/compare?before=${enc(`${app}:${id}`)}`;
 
     const failed = sql.status === 'FAILED';
     const rows = profile && isNum(profile.rows) ? fmtInt(profile.rows) : null;
@@ -220,6 +234,7 @@
           h('span', { class: 'stat' }, h('span', { class: 'stat-k' }, 'Duration'), h('span', { class: 'stat-v' }, fmtMs(sql.duration))),
           rows ? h('span', { class: 'stat' }, h('span', { class: 'stat-k' }, 'Rows'), h('span', { class: 'stat-v' }, rows)) : null,
           h('span', { class: 'stat' }, h('span', { class: 'stat-k' }, 'Operators'), h('span', { class: 'stat-v' }, String(nodes.length))),
+          profile ? h('a', { class: 'button-link', id: 'compare-link', href: compareHref }, 'Compare with another run') : null,
         ]),
         failed && sql.errorMessage ? h('div', { class: 'error-message-box banner' },
           h('span', { class: 'error-title' }, 'Failed: '), h('span', { class: 'banner-text' }, firstLine(sql.errorMessage))) : null,
@@ -230,6 +245,8 @@
             topRows.length ? table({ class: 'data compact' }, ['', 'Operator', ['Self time', 'num'], 'Share'], topRows)
               : h('p', { class: 'muted' }, 'No operator timings.')),
           card('Selected operator', { class: 'card' }, details)),
+        timeline,
+        flameGraph,
         memoryChart(profile),
         fnRows.length ? card('Functions', { id: 'functions' },
           table({ class: 'data compact', id: 'function-table' },

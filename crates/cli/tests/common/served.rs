@@ -1,0 +1,166 @@
+//! A `qprof serve` for tests, and the clients the tests read it with: spark-history-cli
+//! (from the virtualenv `scripts/install-test-deps.sh` makes) and headless Chromium.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
+
+/// The `qprof` binary of this build.
+pub(crate) fn qprof() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_qprof"))
+}
+
+/// The workspace's root.
+pub(crate) fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A fresh directory, unique to this call: tests run on parallel threads, and two Chromiums
+/// given one profile directory hand their page to each other and print nothing.
+pub(crate) fn temp_dir(name: &str) -> PathBuf {
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!(
+        "qprof-history-{name}-{}-{call}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A running `qprof serve`, stopped on drop.
+pub(crate) struct Server {
+    child: Child,
+    /// The server's address, e.g. `http://127.0.0.1:18080`.
+    pub(crate) url: String,
+}
+
+impl Server {
+    pub(crate) fn start(log_dir: &Path) -> Server {
+        let mut child = qprof()
+            .args(["serve", "--port", "0", "--log-dir"])
+            .arg(log_dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let url = first_address(&mut BufReader::new(child.stdout.take().unwrap()));
+        Server { child, url }
+    }
+
+    pub(crate) fn port(&self) -> u16 {
+        self.url.rsplit(':').next().unwrap().parse().unwrap()
+    }
+}
+
+/// The `http://` address on the first line `out` prints, without its trailing slash.
+pub(crate) fn first_address(out: &mut impl BufRead) -> String {
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    line.split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .trim_end_matches('/')
+        .to_string()
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// spark-history-cli in the test virtualenv.
+pub(crate) fn venv_cli() -> PathBuf {
+    let cli = workspace().join("target/test-venv/bin/spark-history-cli");
+    assert!(
+        cli.exists(),
+        "spark-history-cli is missing: run scripts/install-test-deps.sh first"
+    );
+    cli
+}
+
+/// Runs spark-history-cli against `server`.
+pub(crate) fn shc(server: &Server, args: &[&str]) -> std::process::Output {
+    Command::new(venv_cli())
+        .args(["--server", &server.url])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Runs spark-history-cli against `server`; its standard output, which must be a success.
+pub(crate) fn shc_ok(server: &Server, args: &[&str]) -> String {
+    let out = shc(server, args);
+    assert!(
+        out.status.success(),
+        "spark-history-cli {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The id of the first application `server` lists.
+pub(crate) fn first_app(server: &Server) -> String {
+    let apps: Value = serde_json::from_str(&shc_ok(server, &["--json", "apps"])).unwrap();
+    apps[0]["id"].as_str().unwrap().to_string()
+}
+
+/// Runs headless Chromium on `url` with `args` (e.g. `--dump-dom`); it must succeed.
+pub(crate) fn chromium(args: &[&str], url: &str) -> std::process::Output {
+    let profile = temp_dir("chromium-profile");
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            "--virtual-time-budget=8000",
+            "--window-size=1280,900",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("chromium is missing: run scripts/install-test-deps.sh first");
+    let _ = std::fs::remove_dir_all(&profile);
+    assert!(
+        out.status.success(),
+        "chromium failed on {url} ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Decodes a screenshot and returns (width, height, share of pixels that differ from the
+/// most common colour, number of distinct colours).
+pub(crate) fn screenshot_stats(path: &Path) -> (u32, u32, f64, usize) {
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let channels = info.color_type.samples();
+    let mut counts = std::collections::HashMap::new();
+    for px in buf[..info.buffer_size()].chunks(channels) {
+        *counts.entry(px.to_vec()).or_insert(0usize) += 1;
+    }
+    let total: usize = counts.values().sum();
+    let background = counts.values().max().copied().unwrap_or(0);
+    (
+        info.width,
+        info.height,
+        1.0 - background as f64 / total as f64,
+        counts.len(),
+    )
+}

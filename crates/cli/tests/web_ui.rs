@@ -1,0 +1,375 @@
+//! The web UI in a real headless Chromium: every page renders, with its data; the query
+//! page's task timeline and flame graph, and the comparison of two runs.
+//!
+//! Needs what `scripts/install-test-deps.sh` installs (Chromium, and a virtualenv with
+//! spark-history-cli in `target/test-venv`).
+
+use common::served::{Server, chromium, first_app, screenshot_stats, shc_ok, temp_dir};
+use common::tpch_event_log;
+use serde_json::Value;
+
+mod common;
+
+#[test]
+fn every_page_renders_in_headless_chromium() {
+    let dir = temp_dir("ui");
+    let events = tpch_event_log(&dir, Some("3,22"));
+    let server = Server::start(&events);
+    // query 22 calls substr: the query page lists its call sites with their CPU time
+    let dom = chromium(
+        &["--dump-dom"],
+        &format!("{}/#/app/{}/sql/1", server.url, first_app(&server)),
+    );
+    let html = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        html.contains("data-ready=\"1\""),
+        "functions: never rendered"
+    );
+    assert!(
+        html.contains("<tr class=\"function-row")
+            && html.contains("substr(customer.c_phone, Int64(1), Int64(2))"),
+        "no function call sites on the query page:\n{html}"
+    );
+    let apps: Value = serde_json::from_str(&shc_ok(&server, &["--json", "apps"])).unwrap();
+    let app = apps[0]["id"].as_str().unwrap().to_string();
+    let graph: Value =
+        serde_json::from_str(&shc_ok(&server, &["--json", "-a", &app, "sql", "0"])).unwrap();
+    let node_count = graph["nodes"].as_array().unwrap().len();
+    assert!(node_count > 5);
+    // the scans' I/O, pruning and read concurrency reach Spark's clients as SQL metrics
+    let scan = graph["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["nodeName"] == "DataSourceExec")
+        .expect("a scan node");
+    let scan_metrics: Vec<&str> = scan["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    for name in [
+        "bytes read from storage",
+        "time of I/O wait",
+        "average read concurrency",
+        "time at read concurrency 1 (%)",
+        "number of skipped splits",
+        "number of row groups skipped by statistics",
+        "time of opening files (metadata, pruning)",
+    ] {
+        assert!(
+            scan_metrics.contains(&name),
+            "{name} not in {scan_metrics:?}"
+        );
+    }
+    // the page of the query with the scan selected: qprof's metrics of the scan, and the
+    // read-concurrency buckets as Impala's string among its facts
+    let scan_id = scan["nodeId"].as_i64().unwrap();
+    let details_of = |node: i64| -> String {
+        let dom = chromium(
+            &["--dump-dom"],
+            &format!("{}/#/app/{app}/sql/0?node={node}", server.url),
+        );
+        let html = String::from_utf8_lossy(&dom.stdout).into_owned();
+        let details = html
+            .split("id=\"node-details\"")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no operator details:\n{html}"))
+            .to_string();
+        assert!(
+            details.contains(&format!(">#{node}<")),
+            "node {node} is not the one shown"
+        );
+        details
+    };
+    // any operator can be asked for, not only the one shown first
+    let other = graph["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["nodeId"].as_i64().unwrap())
+        .find(|&id| id != scan_id)
+        .unwrap();
+    details_of(other);
+    let details = details_of(scan_id);
+    for shown in [
+        "DataSourceExec",
+        "bytes read from storage",
+        "time of I/O wait",
+        "average read concurrency",
+        "number of skipped splits",
+        "readConcurrencyBucket",
+    ] {
+        assert!(details.contains(shown), "{shown} not in the scan's details");
+    }
+    assert!(
+        details.contains("0:") && details.contains("% 1:"),
+        "no bucket string in the scan's details"
+    );
+    // a join's phases, and a scan taking in its dynamic filter, naming it
+    let node_with = |name: &str, metric: &str| -> i64 {
+        graph["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| {
+                n["nodeName"] == name
+                    && n["metrics"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|m| m["name"] == metric)
+            })
+            .unwrap_or_else(|| panic!("no {name} with {metric}"))["nodeId"]
+            .as_i64()
+            .unwrap()
+    };
+    let join = details_of(node_with("HashJoinExec", "time of hash build"));
+    for shown in [
+        "time of hash build",
+        "time of hash probe",
+        "number of hash build input rows",
+        "number of hash probe input rows",
+        "hash build peak memory bytes",
+        "number of dynamic filters produced",
+    ] {
+        assert!(join.contains(shown), "{shown} not in the join's details");
+    }
+    let probe_scan = details_of(node_with(
+        "DataSourceExec",
+        "number of dynamic filters accepted",
+    ));
+    for shown in ["dynamicFilterProducers", "HashJoinExec #"] {
+        assert!(
+            probe_scan.contains(shown),
+            "{shown} not in the probe scan's details"
+        );
+    }
+    let stages: Value =
+        serde_json::from_str(&shc_ok(&server, &["--json", "-a", &app, "stages"])).unwrap();
+    let stage = stages[0]["stageId"].as_i64().unwrap();
+    let pages = [
+        ("apps", "#/".to_string(), "tr.app-row"),
+        ("app", format!("#/app/{app}"), "tr.sql-row"),
+        ("query", format!("#/app/{app}/sql/0"), "plan-dag"),
+        (
+            "stage",
+            format!("#/app/{app}/stage/{stage}/0"),
+            "id=\"quantiles\"",
+        ),
+        (
+            "executors",
+            format!("#/app/{app}/executors"),
+            "tr.executor-row",
+        ),
+    ];
+    for (page, hash, marker) in pages {
+        let url = format!("{}/{hash}", server.url);
+        let dom = chromium(&["--dump-dom"], &url);
+        let html = String::from_utf8_lossy(&dom.stdout);
+        assert!(
+            html.contains("data-ready=\"1\""),
+            "{page}: never finished rendering"
+        );
+        assert!(
+            html.contains(&format!("data-page=\"{page}\"")),
+            "{page}: wrong page"
+        );
+        assert!(
+            !html.contains("id=\"error\""),
+            "{page}: shows an error:\n{html}"
+        );
+        let marker_found = match marker.split_once('.') {
+            Some((tag, class)) => html.contains(&format!("<{tag} class=\"{class}")),
+            None => html.contains(marker),
+        };
+        assert!(marker_found, "{page}: no {marker}");
+        if page == "query" {
+            // one box per plan node, and the operators dominating self time stand out
+            let boxes = html.matches("class=\"node").count();
+            assert!(boxes >= node_count, "{boxes} boxes for {node_count} nodes");
+            assert!(
+                html.contains("class=\"node hot") || html.contains(" hot\""),
+                "no hot operator"
+            );
+        }
+        if page == "query" {
+            // the executor's memory while the query ran, with its stages' starts
+            assert!(
+                html.contains("id=\"memory-chart\"")
+                    && html.contains("memory-line memory-RSS")
+                    && html.contains("class=\"stage-mark\""),
+                "query: no memory chart"
+            );
+        }
+        if page == "stage" {
+            // the stage's executors with their memory peaks, by the Rust names
+            assert!(
+                html.contains("id=\"stage-executors\"")
+                    && html.contains("stage-executor-row")
+                    && html.contains("Peak heap"),
+                "stage: no executors with their peaks"
+            );
+            assert!(
+                html.contains("id=\"executor-quantiles\"")
+                    && html.contains("heap (allocator in use)"),
+                "stage: no executor-metric quantiles"
+            );
+        }
+        if page == "executors" {
+            // a Rust executor's regions under their own names, with Spark's slots beside
+            for shown in [
+                "Peak heap",
+                "Peak execution",
+                "heap (allocator in use)",
+                "RSS",
+            ] {
+                assert!(html.contains(shown), "executors: no {shown}");
+            }
+            assert!(!html.contains("Peak JVM heap"), "executors: a JVM label");
+        }
+        let shot = dir.join(format!("{page}.png"));
+        let out = chromium(&[&format!("--screenshot={}", shot.display())], &url);
+        assert!(
+            shot.exists(),
+            "{page}: no screenshot: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (w, h, drawn, colours) = screenshot_stats(&shot);
+        assert_eq!((w, h), (1280, 900), "{page}");
+        assert!(
+            drawn > 0.02 && colours > 8,
+            "{page}: the screenshot is nearly blank ({drawn:.3} drawn, {colours} colours)"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// GETs `path` from `server` as JSON.
+fn json(server: &Server, path: &str) -> Value {
+    let (status, body) = common::http_get(server.port(), path).expect("the server answers");
+    assert_eq!(status, 200, "{path}: {}", String::from_utf8_lossy(&body));
+    serde_json::from_slice(&body).unwrap()
+}
+
+#[test]
+fn the_query_page_draws_its_tasks_and_flame_graph_and_two_runs_compare() {
+    let dir = temp_dir("ui-insights");
+    // two runs of TPC-H query 3: two applications in one log directory
+    let events = tpch_event_log(&dir, Some("3"));
+    tpch_event_log(&dir, Some("3"));
+    let server = Server::start(&events);
+    let apps = json(&server, "/api/v1/applications");
+    let ids: Vec<&str> = apps
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 2, "{apps}");
+    let (first, second) = (ids[1], ids[0]);
+    let profile = json(
+        &server,
+        &format!("/qprof/v1/applications/{second}/sql/0/profile"),
+    );
+    let tasks: usize = profile["query"]["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["tasks"].as_array().unwrap().len())
+        .sum();
+    let operators = {
+        fn count(n: &Value) -> usize {
+            1 + n["children"]
+                .as_array()
+                .map_or(0, |c| c.iter().map(count).sum())
+        }
+        count(&profile["query"]["plan"])
+    };
+
+    // the query page: one bar per task on the timeline, the flame graph, a compare link
+    let dom = chromium(
+        &["--dump-dom"],
+        &format!("{}/#/app/{second}/sql/0", server.url),
+    );
+    let html = String::from_utf8_lossy(&dom.stdout);
+    assert!(html.contains("data-ready=\"1\""), "never rendered");
+    assert!(
+        html.contains("id=\"task-timeline\""),
+        "no timeline:\n{html}"
+    );
+    assert_eq!(
+        html.matches("class=\"task-bar").count(),
+        tasks,
+        "one bar per task"
+    );
+    let timeline = html
+        .split("id=\"task-timeline\"")
+        .nth(1)
+        .unwrap()
+        .split("</svg>")
+        .next()
+        .unwrap();
+    assert!(
+        !timeline.contains("NaN") && !timeline.contains("over –"),
+        "a bar or the span is not a number:\n{timeline}"
+    );
+    let flame = format!("qprof/v1/applications/{second}/sql/0/flamegraph.svg");
+    assert!(
+        html.contains("id=\"flame-graph\"") && html.contains(&format!("data=\"{flame}\"")),
+        "no flame graph on the query page"
+    );
+    assert!(html.contains("id=\"compare-link\""));
+
+    // the flame graph itself, drawn by Chromium: a frame per operator that used CPU
+    let svg_url = format!("{}/{flame}", server.url);
+    let dom = chromium(&["--dump-dom"], &svg_url);
+    let svg = String::from_utf8_lossy(&dom.stdout);
+    assert!(svg.contains("<svg"), "not an SVG document:\n{svg}");
+    for frame in ["query ", "stage ", "HashJoinExec #", "DataSourceExec #"] {
+        assert!(svg.contains(frame), "no {frame} frame in the flame graph");
+    }
+    let shot = dir.join("flame.png");
+    chromium(&[&format!("--screenshot={}", shot.display())], &svg_url);
+    let (_, _, drawn, colours) = screenshot_stats(&shot);
+    assert!(
+        drawn > 0.05 && colours > 8,
+        "the flame graph is nearly blank ({drawn:.3} drawn, {colours} colours)"
+    );
+
+    // the two runs compared: the same plan, every operator matched to its twin by id
+    let dom = chromium(
+        &["--dump-dom"],
+        &format!("{}/#/compare?before={first}:0&after={second}:0", server.url),
+    );
+    let html = String::from_utf8_lossy(&dom.stdout);
+    assert!(html.contains("data-page=\"compare\""), "{html}");
+    assert!(
+        !html.contains("id=\"error\""),
+        "the compare page failed:\n{html}"
+    );
+    assert_eq!(
+        html.matches("class=\"compare-row").count(),
+        operators,
+        "one row per operator"
+    );
+    assert_eq!(
+        html.matches("data-matched=\"same\"").count(),
+        operators,
+        "an operator not matched by its stable id"
+    );
+    // the pickers show both runs, and a missing side shows the pickers alone
+    assert!(html.contains("id=\"before-app\"") && html.contains("id=\"after-query\""));
+    let dom = chromium(
+        &["--dump-dom"],
+        &format!("{}/#/compare?before={first}:0", server.url),
+    );
+    let html = String::from_utf8_lossy(&dom.stdout);
+    assert!(html.contains("data-ready=\"1\"") && !html.contains("id=\"error\""));
+    assert!(
+        html.contains("class=\"compare-row"),
+        "after defaults to before"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
