@@ -321,6 +321,11 @@ fn the_query_page_draws_its_tasks_and_flame_graph_and_two_runs_compare() {
         "no flame graph on the query page"
     );
     assert!(html.contains("id=\"compare-link\""));
+    // the session's pool: unbounded here, with the most it held
+    assert!(
+        html.contains("Memory pool") && html.contains("peak (no limit)"),
+        "no pool"
+    );
 
     // the flame graph itself, drawn by Chromium: a frame per operator that used CPU
     let svg_url = format!("{}/{flame}", server.url);

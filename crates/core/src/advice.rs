@@ -3,7 +3,8 @@
 //! about, one sentence, and the numbers behind the sentence.
 //!
 //! Rules: `bottleneck`, `skewed-tasks`, `spill`, `io-bound`, `low-read-concurrency`,
-//! `dominating-function`, `unused-dynamic-filters` and `unselective-filter`.
+//! `dominating-function`, `unused-dynamic-filters`, `unselective-filter` and
+//! `memory-near-limit`.
 //!
 //! Rules look only at the profile (no engine), and each has a threshold under which it
 //! stays quiet, so a healthy query gets no findings.
@@ -82,6 +83,9 @@ pub mod thresholds {
     pub const UNSELECTIVE_FILTER_PERCENT: i64 = 95;
     /// ... over at least this many rows.
     pub const UNSELECTIVE_FILTER_MIN_ROWS: i64 = 100_000;
+    /// A query whose memory pool held at least this share (percent) of its limit ran
+    /// near the limit.
+    pub const MEMORY_NEAR_LIMIT_PERCENT: i64 = 90;
 }
 
 /// Everything the advisor notices in `profile`, warnings first, then by the query's
@@ -97,6 +101,7 @@ pub fn advise(profile: &QueryProfile) -> Vec<Finding> {
     dominating_function(profile, &mut findings);
     unused_dynamic_filters(profile, &mut findings);
     unselective_filters(profile, &mut findings);
+    memory_near_limit(profile, &mut findings);
     findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     findings
 }
@@ -411,11 +416,42 @@ fn unselective_filters(profile: &QueryProfile, out: &mut Vec<Finding>) {
     }
 }
 
-/// The findings as text lines (`  [warn] ...`), under a `findings:` header; empty when
-/// there are none.
+/// `memory-near-limit`: the memory pool came within a tenth of its limit while the query
+/// ran; an operator that cannot spill fails there, the others spill.
+fn memory_near_limit(profile: &QueryProfile, out: &mut Vec<Finding>) {
+    let Some(pool) = profile.memory_pool else {
+        return;
+    };
+    let Some(limit) = pool.limit_bytes.filter(|l| *l > 0) else {
+        return;
+    };
+    let (peak, limit) = (
+        i64::try_from(pool.peak_bytes).unwrap_or(i64::MAX),
+        i64::try_from(limit).unwrap_or(i64::MAX),
+    );
+    let share = pct(peak, limit);
+    if share < thresholds::MEMORY_NEAR_LIMIT_PERCENT {
+        return;
+    }
+    out.push(Finding {
+        rule: "memory-near-limit",
+        severity: Severity::Warning,
+        node_id: None,
+        stage_id: None,
+        message: format!(
+            "the query's memory pool held up to {} of its {} limit ({share}%): operators that can spill did or will, those that cannot fail at the limit",
+            format::bytes(peak),
+            format::bytes(limit),
+        ),
+        numbers: vec![("memoryPoolPeakBytes", peak), ("memoryLimitBytes", limit)],
+    });
+}
+
+/// The findings as text lines (`  [warn] ...`), under a `findings:` header;
+/// `findings: none` when there are none.
 pub fn render_findings(findings: &[Finding]) -> String {
     if findings.is_empty() {
-        return String::new();
+        return "findings: none\n".to_string();
     }
     let mut out = String::from("findings:\n");
     for f in findings {
@@ -471,7 +507,7 @@ mod tests {
             set(&mut p, id, names::SELF_CPU_NANOS, 10_000_000);
         }
         assert_eq!(rules(&p), []);
-        assert_eq!(render_findings(&advise(&p)), "");
+        assert_eq!(render_findings(&advise(&p)), "findings: none\n");
     }
 
     #[test]
@@ -645,6 +681,40 @@ mod tests {
         set(&mut small, 2, names::OUTPUT_ROWS, 1_000);
         set(&mut small, 1, names::OUTPUT_ROWS, 999);
         assert!(fired(&small, "unselective-filter").is_empty());
+    }
+
+    #[test]
+    fn a_pool_near_its_limit_is_flagged() {
+        let mut p = sample();
+        p.memory_pool = Some(crate::profile::MemoryPoolUsage {
+            limit_bytes: Some(100 << 20),
+            peak_bytes: 95 << 20,
+        });
+        let found = fired(&p, "memory-near-limit");
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].severity, Severity::Warning);
+        assert!(
+            found[0]
+                .message
+                .contains("95.0 MiB of its 100.0 MiB limit (95%)"),
+            "{}",
+            found[0].message
+        );
+        // controls: room to spare; no limit; no pool known
+        for pool in [
+            Some(crate::profile::MemoryPoolUsage {
+                limit_bytes: Some(100 << 20),
+                peak_bytes: 80 << 20,
+            }),
+            Some(crate::profile::MemoryPoolUsage {
+                limit_bytes: None,
+                peak_bytes: 95 << 20,
+            }),
+            None,
+        ] {
+            p.memory_pool = pool;
+            assert!(fired(&p, "memory-near-limit").is_empty(), "{pool:?}");
+        }
     }
 
     #[test]

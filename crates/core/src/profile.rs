@@ -244,6 +244,19 @@ pub struct QueryProfile {
     pub stages: Vec<StageProfile>,
     /// The executor's memory samples from the query's start to its end, oldest first.
     pub memory: Vec<MemorySample>,
+    /// The memory pool the query reserved from: its limit and its high-water mark while
+    /// the query ran (`None` when the session's pool is not qprof's).
+    pub memory_pool: Option<MemoryPoolUsage>,
+}
+
+/// A memory pool's limit and the most it held while a query ran (with the reservations
+/// of any query running beside it: they share the pool).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryPoolUsage {
+    /// The pool's limit in bytes; `None` for an unbounded pool.
+    pub limit_bytes: Option<u64>,
+    /// The most bytes reserved from it at once while the query ran.
+    pub peak_bytes: u64,
 }
 
 /// Names of the base metrics every operator has, and of the I/O metrics of operators that
@@ -726,6 +739,7 @@ pub mod fixtures {
                 memory: None,
             }],
             memory: Vec::new(),
+            memory_pool: None,
         }
     }
 }

@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use datafusion::common::Result;
@@ -23,6 +24,8 @@ pub(crate) struct AttributingPool {
     inner: Arc<dyn MemoryPool>,
     /// consumer id -> the operator task that registered it
     consumers: RwLock<HashMap<usize, Arc<OperatorTaskCounters>>>,
+    /// The most the pool held at once since [`AttributingPool::restart_high_water`].
+    high_water: AtomicUsize,
 }
 
 impl AttributingPool {
@@ -30,7 +33,26 @@ impl AttributingPool {
         Self {
             inner,
             consumers: RwLock::new(HashMap::new()),
+            high_water: AtomicUsize::new(0),
         }
+    }
+
+    /// Starts the high-water mark afresh from what the pool holds now.
+    pub(crate) fn restart_high_water(&self) {
+        self.high_water
+            .store(self.inner.reserved(), Ordering::Relaxed);
+    }
+
+    /// The most the pool held at once since the mark was last restarted.
+    pub(crate) fn high_water(&self) -> usize {
+        self.high_water
+            .load(Ordering::Relaxed)
+            .max(self.inner.reserved())
+    }
+
+    fn raise_high_water(&self) {
+        self.high_water
+            .fetch_max(self.inner.reserved(), Ordering::Relaxed);
     }
 
     fn owner(&self, reservation: &MemoryReservation) -> Option<Arc<OperatorTaskCounters>> {
@@ -81,6 +103,7 @@ impl MemoryPool for AttributingPool {
 
     fn grow(&self, reservation: &MemoryReservation, additional: usize) {
         self.inner.grow(reservation, additional);
+        self.raise_high_water();
         if let Some(task) = self.owner(reservation) {
             task.reserve(additional);
         }
@@ -95,6 +118,7 @@ impl MemoryPool for AttributingPool {
 
     fn try_grow(&self, reservation: &MemoryReservation, additional: usize) -> Result<()> {
         self.inner.try_grow(reservation, additional)?;
+        self.raise_high_water();
         if let Some(task) = self.owner(reservation) {
             task.reserve(additional);
         }

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::error::DataFusionError;
+use datafusion::execution::memory_pool::{MemoryLimit, MemoryPool};
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::{
     RecordBatchStream, SendableRecordBatchStream, SessionStateBuilder, TaskContext,
@@ -41,7 +42,7 @@ use qprof_core::clock::epoch_millis;
 use qprof_core::events::{
     AppEnd, AppInfo, Event, EventBus, Listener, ListenerFailure, QueryEnd, QueryStart,
 };
-use qprof_core::profile::QueryProfile;
+use qprof_core::profile::{MemoryPoolUsage, QueryProfile};
 
 use crate::collect::{QueryInfo, RunIds, collect_profile};
 use crate::executor_memory::{DEFAULT_HEARTBEAT, MemoryMonitor};
@@ -434,9 +435,20 @@ impl Profiler {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Keeps `plan` of the started query for snapshots until the query ends.
-    fn track(&self, started: &Started, plan: &Arc<dyn ExecutionPlan>) {
-        self.running().push(RunningQuery {
+    /// Keeps `plan` of the started query for snapshots until the query ends, and notes the
+    /// memory pool it reserves from: a query starting alone starts the pool's high-water
+    /// mark afresh.
+    fn track(&self, started: &mut Started, plan: &Arc<dyn ExecutionPlan>, task_ctx: &TaskContext) {
+        let pool = task_ctx.memory_pool();
+        let attributing = pool.downcast_ref::<AttributingPool>();
+        started.pool = attributing.map(|_| Arc::clone(pool));
+        let mut running = self.running();
+        if running.is_empty()
+            && let Some(attributing) = attributing
+        {
+            attributing.restart_high_water();
+        }
+        running.push(RunningQuery {
             id: started.id,
             description: started.description.clone(),
             text: started.text.clone(),
@@ -510,15 +522,17 @@ impl Profiler {
         frame: DataFrame,
         description: &str,
     ) -> Result<QueryStream, QueryFailure> {
-        let started = self.begin_frame(&frame, description);
+        let mut started = self.begin_frame(&frame, description);
         let stream = match plan(frame).await {
-            Ok((plan, task_ctx)) => match execute_stream(Arc::clone(&plan), task_ctx) {
-                Ok(stream) => {
-                    self.track(&started, &plan);
-                    Ok((plan, stream))
+            Ok((plan, task_ctx)) => {
+                match execute_stream(Arc::clone(&plan), Arc::clone(&task_ctx)) {
+                    Ok(stream) => {
+                        self.track(&mut started, &plan, &task_ctx);
+                        Ok((plan, stream))
+                    }
+                    Err(e) => Err((e, Some(plan))),
                 }
-                Err(e) => Err((e, Some(plan))),
-            },
+            }
             Err(e) => Err((e, None)),
         };
         match stream {
@@ -552,6 +566,7 @@ impl Profiler {
             text: text.to_string(),
             clock: Instant::now(),
             start_epoch_millis: epoch_millis(),
+            pool: None,
         };
         self.shared.bus.post(&Event::QueryStart(QueryStart {
             id,
@@ -564,14 +579,14 @@ impl Profiler {
 
     async fn collect_planned(
         &self,
-        started: Started,
+        mut started: Started,
         planned: Result<Planned, DataFusionError>,
     ) -> Result<ProfiledQuery, QueryFailure> {
         let (plan, task_ctx) = match planned {
             Ok(p) => p,
             Err(e) => return Err(self.end(started, None, 0, Some(e.into())).failure()),
         };
-        self.track(&started, &plan);
+        self.track(&mut started, &plan, &task_ctx);
         let outcome = collect(Arc::clone(&plan), task_ctx).await;
         let rows = outcome.as_ref().map_or(0, |batches| {
             batches.iter().map(|b| b.num_rows() as u64).sum()
@@ -617,6 +632,15 @@ impl Profiler {
                 },
                 &self.shared.ids,
             );
+            profile.memory_pool = started.pool.as_ref().map(|pool| MemoryPoolUsage {
+                limit_bytes: match pool.memory_limit() {
+                    MemoryLimit::Finite(bytes) => Some(bytes as u64),
+                    MemoryLimit::Infinite | MemoryLimit::Unknown => None,
+                },
+                peak_bytes: pool
+                    .downcast_ref::<AttributingPool>()
+                    .map_or(0, |p| p.high_water() as u64),
+            });
             if !self.shared.spawned_work_attributed {
                 profile.plan.info.push((
                     "warning".to_string(),
@@ -717,6 +741,8 @@ struct Started {
     text: String,
     clock: Instant,
     start_epoch_millis: u64,
+    /// The session's memory pool, once the query is planned (if it is qprof's).
+    pool: Option<Arc<dyn MemoryPool>>,
 }
 
 /// The application a session with `config` (DataFusion's defaults if `None`) is: the

@@ -163,10 +163,45 @@ async fn an_aggregate_over_its_memory_limit_reports_the_spill_files_it_wrote() {
         spilled.iter().any(|n| n.name == "AggregateExec"),
         "the aggregate did not spill"
     );
+    // the pool: its limit as set, its high-water mark at least any operator's peak, at
+    // most their sum and the limit; spilling ran it up to its limit, which is flagged
+    let pool = run.profile.memory_pool.expect("the pool's usage");
+    assert_eq!(pool.limit_bytes, Some(4 << 20));
+    let peaks: Vec<u64> = run
+        .profile
+        .plan
+        .iter()
+        .map(|n| n.value(names::PEAK_MEMORY_BYTES).unwrap_or(0).max(0) as u64)
+        .collect();
+    assert!(
+        pool.peak_bytes >= peaks.iter().copied().max().unwrap(),
+        "{pool:?} {peaks:?}"
+    );
+    assert!(
+        pool.peak_bytes <= peaks.iter().sum::<u64>(),
+        "{pool:?} {peaks:?}"
+    );
+    assert!(pool.peak_bytes <= 4 << 20);
+    assert!(
+        advise(&run.profile)
+            .iter()
+            .any(|f| f.rule == "memory-near-limit"),
+        "{pool:?}"
+    );
     // the same query with memory to spare: nothing spills, nothing is flagged
     let roomy = run_spilling("aggregate-roomy", one_partition(), 1 << 30, GROUPS).await;
     assert!(roomy.check().is_empty());
-    assert!(advise(&roomy.profile).iter().all(|f| f.rule != "spill"));
+    assert!(
+        advise(&roomy.profile)
+            .iter()
+            .all(|f| f.rule != "spill" && f.rule != "memory-near-limit")
+    );
+    let roomy_pool = roomy.profile.memory_pool.expect("the pool's usage");
+    assert_eq!(roomy_pool.limit_bytes, Some(1 << 30));
+    assert!(
+        roomy_pool.peak_bytes > pool.peak_bytes,
+        "unspilled, it held more"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

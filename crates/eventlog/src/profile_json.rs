@@ -152,6 +152,20 @@ pub struct QueryJson {
     /// What the advisor noticed, warnings first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<FindingJson>,
+    /// The memory pool's limit and high-water mark while the query ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_pool: Option<MemoryPoolJson>,
+}
+
+/// A memory pool's limit and the most it held while a query ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryPoolJson {
+    /// The limit in bytes; absent for an unbounded pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_bytes: Option<u64>,
+    /// The most bytes reserved at once.
+    pub peak_bytes: u64,
 }
 
 /// One finding of the advisor.
@@ -467,6 +481,10 @@ impl From<&QueryProfile> for QueryJson {
             memory: p.memory.iter().map(MemoryJson::from).collect(),
             accumulator_ids: None,
             findings: advise(p).iter().map(FindingJson::from).collect(),
+            memory_pool: p.memory_pool.map(|pool| MemoryPoolJson {
+                limit_bytes: pool.limit_bytes,
+                peak_bytes: pool.peak_bytes,
+            }),
         }
     }
 }

@@ -189,6 +189,7 @@ fn profile() -> QueryProfile {
             },
         ],
         memory: Vec::new(),
+        memory_pool: None,
     }
 }
 

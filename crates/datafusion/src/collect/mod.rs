@@ -272,6 +272,7 @@ pub(crate) fn collect_profile(
         start_epoch_millis: info.start_epoch_millis,
         plan: root,
         stages,
+        memory_pool: None,
     }
 }
 

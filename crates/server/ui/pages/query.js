@@ -220,6 +220,8 @@
       ['Duration', fmtMs(sql.duration)],
       profile && isNum(profile.durationNanos) ? ['Duration (qprof)', fmtNs(profile.durationNanos)] : null,
       rows ? ['Rows', rows] : null,
+      profile && profile.memoryPool ? ['Memory pool', `${fmtBytes(profile.memoryPool.peakBytes)} peak`
+        + (isNum(profile.memoryPool.limitBytes) ? ` of ${fmtBytes(profile.memoryPool.limitBytes)}` : ' (no limit)')] : null,
       ['Jobs', jobIds.length ? jobIdsCell(app, sql, jobsById) : DASH],
       stageLinks.length ? ['Stages', h('span', { class: 'chips' }, stageLinks)] : null,
       sql.queryId ? ['Query UUID', h('span', { class: 'mono small' }, sql.queryId), 'span2'] : null,
