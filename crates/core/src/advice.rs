@@ -399,13 +399,14 @@ fn unselective_filters(profile: &QueryProfile, out: &mut Vec<Finding>) {
             node_id: Some(filter.id),
             stage_id: filter.stage_id,
             message: format!(
-                "#{} FilterExec keeps {}% of the {} rows #{} {} read, which skipped no file or row group: the predicate costs {} of CPU and saves nothing downstream",
+                "#{} FilterExec keeps {}% of the {} rows #{} {} read, which skipped no file or row group with it: the predicate costs {} of CPU to remove {} rows",
                 filter.id,
                 pct(kept, read),
                 format::integer(read),
                 scan.id,
                 scan.name,
                 nanos(value(filter, names::SELF_CPU_NANOS)),
+                format::integer(read - kept),
             ),
             numbers: vec![
                 ("scanOutputRows", read),
