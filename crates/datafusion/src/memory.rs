@@ -24,6 +24,9 @@ pub(crate) struct AttributingPool {
     inner: Arc<dyn MemoryPool>,
     /// consumer id -> the operator task that registered it
     consumers: RwLock<HashMap<usize, Arc<OperatorTaskCounters>>>,
+    /// What the pool holds now, counted here as grows and shrinks pass through: the inner
+    /// pool's own count can cost a lock to read (a `FairSpillPool`'s does).
+    held: AtomicUsize,
     /// The most the pool held at once since [`AttributingPool::restart_high_water`].
     high_water: AtomicUsize,
 }
@@ -33,6 +36,7 @@ impl AttributingPool {
         Self {
             inner,
             consumers: RwLock::new(HashMap::new()),
+            held: AtomicUsize::new(0),
             high_water: AtomicUsize::new(0),
         }
     }
@@ -40,19 +44,19 @@ impl AttributingPool {
     /// Starts the high-water mark afresh from what the pool holds now.
     pub(crate) fn restart_high_water(&self) {
         self.high_water
-            .store(self.inner.reserved(), Ordering::Relaxed);
+            .store(self.held.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 
     /// The most the pool held at once since the mark was last restarted.
     pub(crate) fn high_water(&self) -> usize {
         self.high_water
             .load(Ordering::Relaxed)
-            .max(self.inner.reserved())
+            .max(self.held.load(Ordering::Relaxed))
     }
 
-    fn raise_high_water(&self) {
-        self.high_water
-            .fetch_max(self.inner.reserved(), Ordering::Relaxed);
+    fn held_more(&self, additional: usize) {
+        let held = self.held.fetch_add(additional, Ordering::Relaxed) + additional;
+        self.high_water.fetch_max(held, Ordering::Relaxed);
     }
 
     fn owner(&self, reservation: &MemoryReservation) -> Option<Arc<OperatorTaskCounters>> {
@@ -103,7 +107,7 @@ impl MemoryPool for AttributingPool {
 
     fn grow(&self, reservation: &MemoryReservation, additional: usize) {
         self.inner.grow(reservation, additional);
-        self.raise_high_water();
+        self.held_more(additional);
         if let Some(task) = self.owner(reservation) {
             task.reserve(additional);
         }
@@ -111,6 +115,7 @@ impl MemoryPool for AttributingPool {
 
     fn shrink(&self, reservation: &MemoryReservation, shrink: usize) {
         self.inner.shrink(reservation, shrink);
+        self.held.fetch_sub(shrink, Ordering::Relaxed);
         if let Some(task) = self.owner(reservation) {
             task.release(shrink);
         }
@@ -118,7 +123,7 @@ impl MemoryPool for AttributingPool {
 
     fn try_grow(&self, reservation: &MemoryReservation, additional: usize) -> Result<()> {
         self.inner.try_grow(reservation, additional)?;
-        self.raise_high_water();
+        self.held_more(additional);
         if let Some(task) = self.owner(reservation) {
             task.reserve(additional);
         }
