@@ -31,9 +31,9 @@ fn plain_context(config: SessionConfig, runtime: Arc<RuntimeEnv>) -> SessionCont
 
 /// Wall time and process CPU time of one query run.
 #[derive(Debug, Clone, Copy, Default)]
-struct Cost {
-    wall: Duration,
-    cpu: Duration,
+pub(crate) struct Cost {
+    pub(crate) wall: Duration,
+    pub(crate) cpu: Duration,
 }
 
 async fn time_plain(ctx: &SessionContext, sql: &str) -> Result<Cost> {
@@ -103,6 +103,25 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
         "qprof overhead, TPC-H SF {}, {} rounds: medians; ratios are medians over rounds of qprof/plain",
         args.tpch, rounds
     );
+    report(&queries, &plain_times, &profiled_times);
+    let elapsed = bench_start.elapsed().as_secs_f64();
+    let updater = (updater_cpu().saturating_sub(updater_cpu_before)) as f64 / 1e9;
+    println!(
+        "periodic updater thread: {:.2} ms cpu in {elapsed:.1} s ({:.4}% of one core)",
+        updater * 1e3,
+        100.0 * updater / elapsed.max(1e-9)
+    );
+    Ok(())
+}
+
+/// Prints each query's medians and qprof/plain ratios over the rounds (`times[query][round]`)
+/// and the total's, and returns the total's wall-time ratio.
+pub(crate) fn report(
+    queries: &[usize],
+    plain_times: &[Vec<Cost>],
+    profiled_times: &[Vec<Cost>],
+) -> f64 {
+    let rounds = plain_times.first().map_or(0, Vec::len);
     println!(
         "{:>6} {:>10} {:>10} {:>8} {:>11} {:>11} {:>8}",
         "query", "plain ms", "qprof ms", "ratio", "plain cpu", "qprof cpu", "cpu"
@@ -140,7 +159,7 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
             profiled_times[i].clone(),
         );
     }
-    let totals = |times: &Vec<Vec<Cost>>| -> Vec<Cost> {
+    let totals = |times: &[Vec<Cost>]| -> Vec<Cost> {
         (0..rounds)
             .map(|r| Cost {
                 wall: times.iter().map(|t| t[r].wall).sum(),
@@ -150,18 +169,11 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
     };
     let ratio = row(
         "total".to_string(),
-        totals(&plain_times),
-        totals(&profiled_times),
+        totals(plain_times),
+        totals(profiled_times),
     );
     println!("overhead ratio: {ratio:.3}");
-    let elapsed = bench_start.elapsed().as_secs_f64();
-    let updater = (updater_cpu().saturating_sub(updater_cpu_before)) as f64 / 1e9;
-    println!(
-        "periodic updater thread: {:.2} ms cpu in {elapsed:.1} s ({:.4}% of one core)",
-        updater * 1e3,
-        100.0 * updater / elapsed.max(1e-9)
-    );
-    Ok(())
+    ratio
 }
 
 /// CPU time of the process's periodic updater thread so far, in nanoseconds.

@@ -29,6 +29,9 @@ enum Command {
     Serve(ServeArgs),
     /// Compare two runs' profiles (--profile-out files or queries in event logs).
     Diff(DiffArgs),
+    /// Run a Ballista scheduler or executor with qprof inside.
+    #[command(subcommand)]
+    Cluster(crate::cluster::ClusterCommand),
 }
 
 #[derive(Debug, Args)]
@@ -232,6 +235,10 @@ pub(crate) struct RunArgs {
     /// Where generated data is cached (default: ./qprof-data/sf<SF>).
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Run the queries on a Ballista cluster whose scheduler (`qprof cluster scheduler`)
+    /// is at this URL, e.g. df://127.0.0.1:50050; the scheduler writes the event log.
+    #[arg(long, value_name = "URL", value_parser = crate::cluster::parse_cluster_url)]
+    pub cluster: Option<String>,
     #[command(flatten)]
     pub exec: ExecOptions,
 }
@@ -332,6 +339,10 @@ pub(crate) struct OverheadArgs {
     /// instead of both interleaved.
     #[arg(long, value_enum)]
     pub side: Option<BenchSide>,
+    /// Compare on two local Ballista clusters (a scheduler and two executors each), one
+    /// with qprof inside and one without, instead of in one DataFusion session.
+    #[arg(long, conflicts_with = "side")]
+    pub cluster: bool,
     #[command(flatten)]
     pub functions: FunctionTracking,
 }
@@ -392,7 +403,11 @@ pub(crate) fn dispatch(cli: Cli) -> Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     match cli.command {
-        Command::Run(args) => runtime.block_on(crate::run::run_tpch(args)),
+        Command::Run(args) => match args.cluster.clone() {
+            Some(url) => runtime.block_on(crate::cluster::run_tpch(args, &url)),
+            None => runtime.block_on(crate::run::run_tpch(args)),
+        },
+        Command::Cluster(command) => runtime.block_on(crate::cluster::dispatch(command)),
         Command::Sql(args) => runtime.block_on(crate::run::run_sql(args)),
         Command::Serve(args) => runtime.block_on(crate::serve::serve(args)),
         Command::Diff(args) => crate::diff::diff(&args),
@@ -403,6 +418,9 @@ pub(crate) fn dispatch(cli: Cli) -> Result<()> {
                 );
             }
             match command {
+                BenchCommand::Overhead(args) if args.cluster => {
+                    runtime.block_on(crate::bench_cluster::overhead(args))
+                }
                 BenchCommand::Overhead(args) => runtime.block_on(crate::bench::overhead(args)),
                 BenchCommand::Functions(args) => crate::bench::functions(&args),
                 BenchCommand::History(args) => crate::bench_history::history(&args),

@@ -2,8 +2,10 @@
 //! time and the memory went.
 
 mod bench;
+mod bench_cluster;
 mod bench_history;
 mod cli;
+mod cluster;
 mod data;
 mod diff;
 mod live;

@@ -1,5 +1,6 @@
 //! Spark's own history server reads qprof's event logs (of `qprof run`, of a failing
-//! `qprof sql`, and of a program embedding qprof) and answers every REST endpoint as
+//! `qprof sql`, of a program embedding qprof, and of a run on a two-executor cluster,
+//! which its scheduler wrote) and answers every REST endpoint as
 //! `qprof serve` does: the proof that qprof's logs are Spark logs.
 //!
 //! Needs Java and the pyspark 4.3.0 that `scripts/install-test-deps.sh` installs in
@@ -7,9 +8,10 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::cluster::{LocalCluster, Process, free_port};
 use common::{http_get, tpch_event_log};
 use qprof_eventlog::compare::{first_difference, strip_host_fields};
 use serde_json::Value;
@@ -33,24 +35,6 @@ fn spark_home() -> PathBuf {
         .map(|e| e.unwrap().path().join("site-packages/pyspark"))
         .find(|p| p.join("bin/spark-class").exists())
         .expect("pyspark is missing: run scripts/install-test-deps.sh first")
-}
-
-/// A child process killed on drop.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn json(port: u16, path: &str) -> Value {
@@ -93,6 +77,27 @@ fn make_logs(dir: &Path) -> PathBuf {
         let app = app.unwrap();
         std::fs::rename(app.path(), events.join(app.file_name())).unwrap();
     }
+    // and the log of a client session on a cluster of two executors, which its
+    // scheduler wrote
+    let cluster_dir = dir.join("cluster");
+    std::fs::create_dir_all(&cluster_dir).unwrap();
+    let cluster = LocalCluster::start(&cluster_dir, &["exec-1", "exec-2"]);
+    let out = qprof()
+        .args(["run", "--tpch", "0.01", "--queries", "1,3", "--cluster"])
+        .arg(&cluster.url)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for app in std::fs::read_dir(&cluster.events).unwrap() {
+        let app = app.unwrap();
+        std::fs::rename(app.path(), events.join(app.file_name())).unwrap();
+    }
     events
 }
 
@@ -125,7 +130,7 @@ fn spark_history_server_answers_like_qprof_serve_on_qprof_logs() {
     let events = make_logs(&dir);
     let spark_port = free_port();
     let spark_home = spark_home();
-    let spark = Running(
+    let spark = Process(
         Command::new(spark_home.join("bin/spark-class"))
             .arg("org.apache.spark.deploy.history.HistoryServer")
             .env("SPARK_HOME", &spark_home)
@@ -152,7 +157,7 @@ fn spark_history_server_answers_like_qprof_serve_on_qprof_logs() {
     BufReader::new(serve.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let _serve = Running(serve);
+    let _serve = Process(serve);
     let qprof_port: u16 = line
         .rsplit(':')
         .next()
@@ -165,7 +170,7 @@ fn spark_history_server_answers_like_qprof_serve_on_qprof_logs() {
             .filter(|(s, _)| *s == 200)
             .and_then(|(_, b)| serde_json::from_slice::<Value>(&b).ok())
             .map_or(0, |v| v.as_array().map_or(0, Vec::len));
-        if listed == 3 {
+        if listed == 4 {
             break;
         }
         assert!(

@@ -547,9 +547,12 @@ mod tests {
                     finish_epoch_millis: 1_000 + ms,
                     metrics: vec![],
                     error: None,
+                    attempt: 0,
+                    executor: None,
                 })
                 .collect(),
             memory: None,
+            executor_memory: Vec::new(),
         }
     }
 

@@ -130,6 +130,33 @@ impl AppEnd {
     }
 }
 
+/// An executor that joined a cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutorAdded {
+    /// The executor's id, unique in the cluster.
+    pub id: String,
+    /// The host it runs on.
+    pub host: String,
+    /// The port its data is served on (0 if it has none).
+    pub port: u16,
+    /// Its task slots.
+    pub cores: u32,
+    /// When it joined (or when the application started, for an executor that joined
+    /// before), epoch ms.
+    pub epoch_millis: u64,
+}
+
+/// An executor that left a cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutorRemoved {
+    /// The executor's id.
+    pub id: String,
+    /// Why, on one line (e.g. `lost: no heartbeat for 30 s`).
+    pub reason: String,
+    /// When, epoch ms.
+    pub epoch_millis: u64,
+}
+
 /// Everything the engine side tells its listeners.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -142,6 +169,10 @@ pub enum Event {
     QueryEnd(Box<QueryEnd>),
     /// The application ended; nothing follows.
     AppEnd(AppEnd),
+    /// An executor joined the cluster the application runs on.
+    ExecutorAdded(ExecutorAdded),
+    /// An executor left the cluster (it stopped, or it was lost).
+    ExecutorRemoved(ExecutorRemoved),
 }
 
 impl Event {
@@ -152,6 +183,8 @@ impl Event {
             Event::QueryStart(_) => "QueryStart",
             Event::QueryEnd(_) => "QueryEnd",
             Event::AppEnd(_) => "AppEnd",
+            Event::ExecutorAdded(_) => "ExecutorAdded",
+            Event::ExecutorRemoved(_) => "ExecutorRemoved",
         }
     }
 }

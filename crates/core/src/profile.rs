@@ -198,6 +198,20 @@ pub struct TaskProfile {
     pub metrics: Vec<TaskMetric>,
     /// Why the task failed, on one line; `None` if it did not.
     pub error: Option<String>,
+    /// The attempt: 0 for a task's first run, more for its reruns (after a failure or a
+    /// lost executor).
+    pub attempt: u32,
+    /// The executor that ran it; `None` for the local process (Spark's `driver`).
+    pub executor: Option<ExecutorRef>,
+}
+
+/// An executor of a cluster, as a task names it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExecutorRef {
+    /// The executor's id, unique in the cluster.
+    pub id: String,
+    /// The host it runs on.
+    pub host: String,
 }
 
 impl TaskProfile {
@@ -223,6 +237,9 @@ pub struct StageProfile {
     /// exact peak of the stage's own reservations; the other regions are the largest
     /// samples taken from its start to its end. `None` if nothing was sampled.
     pub memory: Option<MemorySample>,
+    /// On a cluster: each executor's memory peaks while it ran the stage's tasks, by
+    /// executor id (empty in one process, where `memory` is the executor's).
+    pub executor_memory: Vec<(String, MemorySample)>,
 }
 
 /// The profile of one query.
@@ -735,8 +752,11 @@ pub mod fixtures {
                         value: 33_000_000,
                     }],
                     error: None,
+                    attempt: 0,
+                    executor: None,
                 }],
                 memory: None,
+                executor_memory: Vec::new(),
             }],
             memory: Vec::new(),
             memory_pool: None,

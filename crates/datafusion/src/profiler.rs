@@ -315,23 +315,7 @@ impl Profiler {
             .runtime_env()
             .take()
             .unwrap_or_else(|| Arc::new(RuntimeEnv::default()));
-        // the pool, the object stores and the disk manager are wrapped together: a wrapped pool means a
-        // runtime environment instrumented already
-        let runtime = if runtime.memory_pool.is::<AttributingPool>() {
-            runtime
-        } else {
-            Arc::new(RuntimeEnv {
-                memory_pool: Arc::new(AttributingPool::new(Arc::clone(&runtime.memory_pool))),
-                object_store_registry: Arc::new(ProfilingObjectStoreRegistry::new(
-                    Arc::clone(&runtime.object_store_registry),
-                    process_updater(),
-                    self.shared.read_cache.clone(),
-                )),
-                disk_manager: counting_disk_manager(&runtime.disk_manager),
-                ..RuntimeEnv::clone(&runtime)
-            })
-        };
-        self.shared.memory.add_pool(&runtime.memory_pool);
+        let runtime = self.wrap_runtime(runtime);
         let heartbeat = config
             .options()
             .extensions
@@ -351,6 +335,86 @@ impl Profiler {
             .with_physical_optimizer_rule(Arc::new(ProfilingRule::new(Arc::clone(
                 &self.shared.memory,
             ))))
+    }
+
+    /// The pool, the object stores and the disk manager of `runtime`, wrapped as
+    /// [`Profiler::instrument`] wraps a builder's; a runtime wrapped already is returned as
+    /// it is. The executor's memory samples include the pool.
+    fn wrap_runtime(&self, runtime: Arc<RuntimeEnv>) -> Arc<RuntimeEnv> {
+        // the pool, the object stores and the disk manager are wrapped together: a wrapped
+        // pool means a runtime environment instrumented already
+        if runtime.memory_pool.is::<AttributingPool>() {
+            return runtime;
+        }
+        let runtime = Arc::new(RuntimeEnv {
+            memory_pool: Arc::new(AttributingPool::new(Arc::clone(&runtime.memory_pool))),
+            object_store_registry: Arc::new(ProfilingObjectStoreRegistry::new(
+                Arc::clone(&runtime.object_store_registry),
+                process_updater(),
+                self.shared.read_cache.clone(),
+            )),
+            disk_manager: counting_disk_manager(&runtime.disk_manager),
+            ..RuntimeEnv::clone(&runtime)
+        });
+        self.shared.memory.add_pool(&runtime.memory_pool);
+        runtime
+    }
+
+    /// For an engine that runs plans it did not plan (a cluster's executor): `runtime`
+    /// with its memory pool, object stores and disk manager instrumented, so that a plan
+    /// from [`Profiler::instrument_plan`] run on it attributes memory, I/O and spilling
+    /// to its operators. The executor's memory is sampled on the heartbeat from now on,
+    /// the pool's reservations as execution memory while the pool lives.
+    pub fn instrument_runtime(&self, runtime: Arc<RuntimeEnv>) -> Arc<RuntimeEnv> {
+        self.shared.memory.beat_every(DEFAULT_HEARTBEAT);
+        self.wrap_runtime(runtime)
+    }
+
+    /// For an engine that runs plans it did not plan: `plan` with every operator wrapped
+    /// in a [`ProfiledExec`](crate::ProfiledExec), as the profiling rule wraps a session's plans (a plan that
+    /// is wrapped already is returned as it is).
+    ///
+    /// # Errors
+    /// Only if a plan node cannot be rebuilt with its wrapped children.
+    pub fn instrument_plan(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+    ) -> Result<Arc<dyn ExecutionPlan>, DataFusionError> {
+        ProfilingRule::new(Arc::clone(&self.shared.memory))
+            .optimize(plan, &datafusion::config::ConfigOptions::default())
+    }
+
+    /// The profile of a plan from [`Profiler::instrument_plan`] as it ran so far: its
+    /// stages and tasks numbered from 0 (as the plan numbers them, not the run), `rows` its
+    /// output and `duration` its wall time.
+    pub fn plan_profile(
+        &self,
+        plan: &Arc<dyn ExecutionPlan>,
+        rows: u64,
+        duration: Duration,
+        start_epoch_millis: u64,
+    ) -> QueryProfile {
+        collect_profile(
+            plan,
+            QueryInfo {
+                id: 0,
+                sql: String::new(),
+                rows,
+                duration_nanos: u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX),
+                start_epoch_millis,
+                ended: true,
+            },
+            &RunIds::default(),
+        )
+    }
+
+    /// The executor's memory peaks, by region, over the samples taken from `from_millis`
+    /// to `to_millis` (epoch ms) and the last one before; all 0 if there are none.
+    pub fn memory_peaks_between(&self, from_millis: u64, to_millis: u64) -> MemorySample {
+        let recorder = self.shared.memory.recorder();
+        let mut samples = recorder.between(from_millis, to_millis);
+        samples.extend(recorder.last_before(from_millis));
+        MemorySample::peaks(&samples)
     }
 
     /// Starts the application described by `app` (ignored if it started already).

@@ -114,6 +114,14 @@ impl Listener for EventLogListener {
                 }
                 _ => Ok(()),
             },
+            Event::ExecutorAdded(executor) => match &mut *state {
+                LogState::Open(log) => Ok(log.log_executor_added(executor)?),
+                _ => Ok(()),
+            },
+            Event::ExecutorRemoved(executor) => match &mut *state {
+                LogState::Open(log) => Ok(log.log_executor_removed(executor)?),
+                _ => Ok(()),
+            },
             Event::AppEnd(end) => {
                 match std::mem::replace(&mut *state, LogState::Broken) {
                     LogState::Open(log) => {

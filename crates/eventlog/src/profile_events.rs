@@ -352,15 +352,20 @@ fn task_info(
     failed: bool,
     accumulables: Vec<Value>,
 ) -> Value {
+    // a task of the local process ran on the driver; a cluster's, on its executor
+    let (executor, host) = match &task.executor {
+        Some(e) => (e.id.as_str(), e.host.as_str()),
+        None => (DRIVER, host),
+    };
     json!({
         "Task ID": task.task_id,
         "Index": task.partition,
-        "Attempt": 0,
+        "Attempt": task.attempt,
         "Partition ID": task.partition,
         "Launch Time": task.start_epoch_millis,
-        "Executor ID": "driver",
+        "Executor ID": executor,
         "Host": host,
-        "Locality": "PROCESS_LOCAL",
+        "Locality": if task.executor.is_some() { "NODE_LOCAL" } else { "PROCESS_LOCAL" },
         "Speculative": false,
         "Getting Result Time": 0,
         "Finish Time": finish,
@@ -369,6 +374,9 @@ fn task_info(
         "Accumulables": accumulables,
     })
 }
+
+/// Spark's id of the local process's executor.
+pub(crate) const DRIVER: &str = "driver";
 
 /// The events of one query run on `host`, in the order Spark's listeners need them.
 pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Vec<Value> {
@@ -590,13 +598,25 @@ impl<'q> QueryEvents<'q> {
             execution_bytes: u64::try_from(stage_peak).unwrap_or(0),
             ..MemorySample::default()
         });
-        out.push(json!({
-            "Event": events::STAGE_EXECUTOR_METRICS,
-            "Executor ID": "driver",
-            "Stage ID": stage.id,
-            "Stage Attempt ID": 0,
-            "Executor Metrics": executor_metrics(&stage_memory),
-        }));
+        // on a cluster, each executor's own peaks while it ran the stage
+        let per_executor: Vec<(&str, MemorySample)> = if stage.executor_memory.is_empty() {
+            vec![(DRIVER, stage_memory)]
+        } else {
+            stage
+                .executor_memory
+                .iter()
+                .map(|(id, m)| (id.as_str(), *m))
+                .collect()
+        };
+        for (executor, memory) in per_executor {
+            out.push(json!({
+                "Event": events::STAGE_EXECUTOR_METRICS,
+                "Executor ID": executor,
+                "Stage ID": stage.id,
+                "Stage Attempt ID": 0,
+                "Executor Metrics": executor_metrics(&memory),
+            }));
+        }
         out.push(json!({
             "Event": events::STAGE_COMPLETED,
             "Stage Info": stage_info(stage, &name, &parents, details, Some((submitted, Some(completed))), failure),

@@ -301,10 +301,13 @@ pub struct StageJson {
     /// The executor's memory peaks while it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryJson>,
+    /// On a cluster: each executor's memory peaks while it ran the stage, by executor id.
+    #[serde(default, skip_serializing_if = "OrderedMap::is_empty")]
+    pub executor_memory: OrderedMap<MemoryJson>,
 }
 
 /// The executor's memory by region (a sample, or peaks without a time). Bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MemoryJson {
     /// When it was sampled, epoch ms (absent from peaks).
@@ -359,6 +362,19 @@ pub struct TaskJson {
     /// Why the task failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The attempt (0: the task's first run).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub attempt: u32,
+    /// The executor that ran it, on a cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor_id: Option<String>,
+    /// The executor's host, on a cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+}
+
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
 }
 
 /// One metric of one task.
@@ -434,6 +450,9 @@ impl From<&TaskProfile> for TaskJson {
             start_epoch_millis: t.start_epoch_millis,
             finish_epoch_millis: t.finish_epoch_millis,
             error: t.error.clone(),
+            attempt: t.attempt,
+            executor_id: t.executor.as_ref().map(|e| e.id.clone()),
+            host: t.executor.as_ref().map(|e| e.host.clone()),
             metrics: OrderedMap(
                 t.metrics
                     .iter()
@@ -459,6 +478,12 @@ impl From<&StageProfile> for StageJson {
             node_ids: s.node_ids.clone(),
             tasks: s.tasks.iter().map(TaskJson::from).collect(),
             memory: s.memory.as_ref().map(MemoryJson::from),
+            executor_memory: OrderedMap(
+                s.executor_memory
+                    .iter()
+                    .map(|(id, m)| (id.clone(), MemoryJson::from(m)))
+                    .collect(),
+            ),
         }
     }
 }

@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use qprof_core::events::AppInfo;
+use qprof_core::events::{AppInfo, ExecutorAdded, ExecutorRemoved};
 use qprof_core::profile::QueryProfile;
 use serde_json::{Map, Value, json};
 
@@ -278,6 +278,48 @@ impl AppLog {
             }
         }
         Ok(())
+    }
+
+    /// Logs an executor joining the cluster the application runs on.
+    pub fn log_executor_added(&mut self, executor: &ExecutorAdded) -> Result<(), EventLogError> {
+        self.write(&json!({
+            "Event": events::EXECUTOR_ADDED,
+            "Timestamp": executor.epoch_millis,
+            "Executor ID": executor.id,
+            "Executor Info": {
+                "Host": executor.host,
+                "Total Cores": executor.cores,
+                "Log Urls": {},
+                "Attributes": {},
+                "Resources": {},
+                "Resource Profile Id": 0,
+            },
+        }))?;
+        // as every Spark executor, it has a block manager (holding nothing)
+        self.write(&json!({
+            "Event": events::BLOCK_MANAGER_ADDED,
+            // Spark's reader requires a positive port
+            "Block Manager ID": {"Executor ID": executor.id, "Host": executor.host, "Port": executor.port.max(1)},
+            "Maximum Memory": 0,
+            "Timestamp": executor.epoch_millis,
+            "Maximum Onheap Memory": 0,
+            "Maximum Offheap Memory": 0,
+        }))?;
+        self.flush()
+    }
+
+    /// Logs an executor leaving the cluster, with why.
+    pub fn log_executor_removed(
+        &mut self,
+        executor: &ExecutorRemoved,
+    ) -> Result<(), EventLogError> {
+        self.write(&json!({
+            "Event": events::EXECUTOR_REMOVED,
+            "Timestamp": executor.epoch_millis,
+            "Executor ID": executor.id,
+            "Removed Reason": executor.reason,
+        }))?;
+        self.flush()
     }
 
     /// Logs one query: its SQL execution, job, stages, tasks and metric values, and qprof's

@@ -86,6 +86,8 @@ fn task_profile(id: u64, start: i64, rows: i64) -> TaskProfile {
             m(names::PEAK_MEMORY_BYTES, MetricKind::Size, 1 << (10 + id)),
         ],
         error: None,
+        attempt: 0,
+        executor: None,
     }
 }
 
@@ -180,12 +182,14 @@ fn profile() -> QueryProfile {
                     task_profile(11, T0 + 1011, 3),
                 ],
                 memory: None,
+                executor_memory: Vec::new(),
             },
             StageProfile {
                 id: 4,
                 node_ids: vec![0, 1],
                 tasks: vec![task_profile(12, T0 + 1060, 3)],
                 memory: None,
+                executor_memory: Vec::new(),
             },
         ],
         memory: Vec::new(),
@@ -536,4 +540,143 @@ fn a_killed_writer_leaves_a_replayable_in_progress_log() {
     assert_eq!(json["endTime"], "1969-12-31T23:59:59.999GMT");
     assert!(complete_lines > 10);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A query of a cluster: its tasks ran on two executors, each with its own stage peaks; one
+/// executor was lost after the query.
+#[test]
+fn a_cluster_application_shows_each_executor_with_its_stage_peaks() {
+    use qprof_core::events::{ExecutorAdded, ExecutorRemoved};
+    use qprof_core::executor_memory::MemorySample;
+    use qprof_core::profile::ExecutorRef;
+    use qprof_eventlog::rest::StageOptions;
+
+    let dir = temp_dir("cluster");
+    let config = LogConfig {
+        dir: dir.clone(),
+        zstd: false,
+        roll_bytes: u64::MAX,
+    };
+    let mut log = AppLog::create(&config, &app_start()).unwrap();
+    for (id, host) in [("exec-a", "host-a"), ("exec-b", "host-b")] {
+        log.log_executor_added(&ExecutorAdded {
+            id: id.into(),
+            host: host.into(),
+            port: 7337,
+            cores: 2,
+            epoch_millis: (T0 + 10) as u64,
+        })
+        .unwrap();
+    }
+    let mut p = profile();
+    let on = |id: &str, host: &str| {
+        Some(ExecutorRef {
+            id: id.into(),
+            host: host.into(),
+        })
+    };
+    // stage 3: one task per executor; stage 4: its one task on exec-b, a second attempt
+    p.stages[0].tasks[0].executor = on("exec-a", "host-a");
+    p.stages[0].tasks[1].executor = on("exec-b", "host-b");
+    p.stages[1].tasks[0].executor = on("exec-b", "host-b");
+    p.stages[1].tasks[0].attempt = 1;
+    let peak = |execution: u64, rss: u64| MemorySample {
+        execution_bytes: execution,
+        rss_bytes: rss,
+        ..MemorySample::default()
+    };
+    p.stages[0].executor_memory = vec![
+        ("exec-a".into(), peak(3 << 20, 90 << 20)),
+        ("exec-b".into(), peak(5 << 20, 70 << 20)),
+    ];
+    p.stages[1].executor_memory = vec![("exec-b".into(), peak(7 << 20, 75 << 20))];
+    log.log_query(&QueryRecord {
+        description: "q1".into(),
+        sql: &p.sql,
+        plan_text: "AggregateExec\n  RepartitionExec".into(),
+        start_epoch_millis: T0 + 1000,
+        end_epoch_millis: T0 + 1120,
+        profile: Some(&p),
+        error: None,
+    })
+    .unwrap();
+    log.log_executor_removed(&ExecutorRemoved {
+        id: "exec-a".into(),
+        reason: "lost: no heartbeat".into(),
+        epoch_millis: (T0 + 1500) as u64,
+    })
+    .unwrap();
+    log.finish(T0 + 2000, 0, None).unwrap();
+
+    let replay = replay_one(&dir);
+    let state = replay.state();
+    assert_eq!(state.skipped.corrupt_lines, 0);
+    let all = rest::executors(state, true);
+    let ids: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    assert!(ids.contains(&"exec-a") && ids.contains(&"exec-b") && ids.contains(&"driver"));
+    let lost = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == "exec-a")
+        .unwrap();
+    assert_eq!(lost["isActive"], false);
+    assert_eq!(lost["removeReason"], "lost: no heartbeat");
+    assert_eq!(lost["hostPort"].as_str().unwrap(), "host-a:7337");
+    // the active list leaves the lost executor out
+    let active = rest::executors(state, false);
+    assert!(
+        active
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["id"] != "exec-a")
+    );
+
+    let opts = StageOptions {
+        details: true,
+        with_summaries: false,
+        quantiles: vec![0.5],
+        task_statuses: Vec::new(),
+    };
+    let stage = rest::stage(state, 3, &opts).unwrap();
+    let stage = &stage.as_array().unwrap()[0];
+    let summary = stage["executorSummary"].as_object().unwrap();
+    assert_eq!(summary.len(), 2, "{summary:?}");
+    assert_eq!(
+        summary["exec-a"]["peakMemoryMetrics"]["OffHeapExecutionMemory"],
+        3 << 20
+    );
+    assert_eq!(
+        summary["exec-b"]["peakMemoryMetrics"]["OffHeapExecutionMemory"],
+        5 << 20
+    );
+    let tasks = stage["tasks"].as_object().unwrap();
+    let on_b: Vec<_> = tasks
+        .values()
+        .filter(|t| t["executorId"] == "exec-b")
+        .collect();
+    assert_eq!(on_b.len(), 1);
+    assert_eq!(on_b[0]["host"], "host-b");
+    let later = rest::stage(state, 4, &opts).unwrap();
+    let later = &later.as_array().unwrap()[0];
+    let task = later["tasks"]
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap()
+        .clone();
+    assert_eq!(task["attempt"], 1);
+    assert_eq!(
+        later["executorSummary"]["exec-b"]["peakMemoryMetrics"]["ProcessTreeJVMRSSMemory"],
+        75 << 20
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -164,3 +164,73 @@ pub(crate) fn screenshot_stats(path: &Path) -> (u32, u32, f64, usize) {
         counts.len(),
     )
 }
+
+/// Runs every spark-history-cli command (text and `--json`) on application `app` of
+/// `server`; each must succeed. `with_attempt`: the application has attempt ids.
+pub(crate) fn every_command(server: &Server, app: &str, with_attempt: bool, out_dir: &Path) {
+    let stages: Value =
+        serde_json::from_str(&shc_ok(server, &["--json", "-a", app, "stages"])).unwrap();
+    // a stage with a successful task, for the summary
+    let stage = stages
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["numCompleteTasks"].as_i64().unwrap_or(0) > 0)
+        .expect("a completed stage")["stageId"]
+        .to_string();
+    let jobs: Value =
+        serde_json::from_str(&shc_ok(server, &["--json", "-a", app, "jobs"])).unwrap();
+    let job = jobs[0]["jobId"].to_string();
+    let sqls: Value = serde_json::from_str(&shc_ok(server, &["--json", "-a", app, "sql"])).unwrap();
+    let sql = sqls
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| !e["successJobIds"].as_array().unwrap().is_empty())
+        .expect("a SQL execution with a job")["id"]
+        .to_string();
+    let logs = out_dir.join(format!("{app}.zip"));
+    let logs = logs.to_str().unwrap();
+    let mut commands: Vec<Vec<&str>> = vec![
+        vec!["version"],
+        vec!["apps"],
+        vec!["apps", "--status", "completed", "--limit", "5"],
+        vec!["app", app],
+        vec!["-a", app, "attempts"],
+        vec!["-a", app, "jobs"],
+        vec!["-a", app, "jobs", "--status", "succeeded"],
+        vec!["-a", app, "job", &job],
+        vec!["-a", app, "job-stages", &job],
+        vec!["-a", app, "stages"],
+        vec!["-a", app, "stages", "--status", "complete"],
+        vec!["-a", app, "stage", &stage],
+        vec!["-a", app, "stage", &stage, "--attempt", "0"],
+        vec!["-a", app, "stage-summary", &stage],
+        vec!["-a", app, "stage-tasks", &stage],
+        vec!["-a", app, "stage-tasks", &stage, "--sort-by", "ID"],
+        vec!["-a", app, "executors"],
+        vec!["-a", app, "executors", "--all"],
+        vec!["-a", app, "sql"],
+        vec!["-a", app, "sql", &sql],
+        vec!["-a", app, "sql-jobs", &sql],
+        vec!["-a", app, "sql-plan", &sql],
+        vec!["-a", app, "sql-plan", &sql, "--dot"],
+        vec!["-a", app, "env"],
+        vec!["-a", app, "summary"],
+        vec!["-a", app, "rdds"],
+        vec!["-a", app, "processes"],
+        vec!["-a", app, "logs", logs],
+    ];
+    if with_attempt {
+        commands.push(vec!["-a", app, "attempt", "1"]);
+    }
+    for args in &commands {
+        shc_ok(server, args);
+        let mut json = vec!["--json"];
+        json.extend(args.iter().copied());
+        if !args.contains(&"logs") {
+            shc_ok(server, &json);
+        }
+    }
+    assert!(std::fs::metadata(logs).unwrap().len() > 100);
+}

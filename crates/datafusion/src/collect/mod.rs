@@ -792,6 +792,8 @@ fn stage_profile(
                     ),
                     m("numPolls", MetricKind::Sum, sum.polls),
                 ],
+                attempt: 0,
+                executor: None,
             }
         })
         .collect();
@@ -800,6 +802,7 @@ fn stage_profile(
         node_ids: node_ids.to_vec(),
         tasks: task_profiles,
         memory: None,
+        executor_memory: Vec::new(),
     }
 }
 

@@ -122,11 +122,19 @@ pub(super) fn executor_distributions(stage: &Stage, quantiles: &[f64]) -> Value 
 
 /// `/executors` (active only) or `/allexecutors`.
 pub fn executors(state: &AppState, all: bool) -> Value {
+    // Spark's store lists executors by id: all of them ascending, the active ones (through
+    // its reversed "active" index) descending
+    let mut listed: Vec<_> = state
+        .executors
+        .iter()
+        .filter(|e| all || e.remove_time.is_none())
+        .collect();
+    listed.sort_by(|a, b| a.id.cmp(&b.id));
+    if !all {
+        listed.reverse();
+    }
     let mut out = Vec::new();
-    for e in &state.executors {
-        if !all && e.remove_time.is_some() {
-            continue;
-        }
+    for e in listed {
         let tasks = state
             .stages
             .values()

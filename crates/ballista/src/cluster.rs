@@ -1,0 +1,180 @@
+//! A Ballista scheduler and executors with qprof inside, as processes start them.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use ballista_core::config::TaskSchedulingPolicy;
+use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
+use ballista_executor::metrics::ExecutorMetricCollectionPolicy;
+use ballista_scheduler::cluster::BallistaCluster;
+use ballista_scheduler::config::{SchedulerConfig, TaskDistributionPolicy};
+use ballista_scheduler::scheduler_process::{create_scheduler, start_grpc_service_with_listener};
+use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
+use qprof_datafusion::Profiler;
+
+use crate::engine::QprofExecutionEngine;
+use crate::observer::ClusterObserver;
+
+/// Why a scheduler or an executor could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// Ballista's own error.
+    #[error("{0}")]
+    Ballista(#[from] ballista_core::error::BallistaError),
+    /// Binding or reading the address failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// How a scheduler with qprof inside runs.
+#[derive(Debug, Clone)]
+pub struct SchedulerOptions {
+    /// The host name executors and clients reach it by.
+    pub external_host: String,
+    /// Seconds without a heartbeat after which an executor counts as lost.
+    pub executor_timeout_seconds: u64,
+}
+
+impl Default for SchedulerOptions {
+    fn default() -> Self {
+        Self {
+            external_host: "localhost".to_string(),
+            executor_timeout_seconds: 15,
+        }
+    }
+}
+
+/// Runs a push-staged Ballista scheduler on `listener` until it fails, its jobs and
+/// executors observed by `observer` (Ballista's own scheduler, unobserved, if `None`).
+///
+/// # Errors
+/// Ballista's, when the scheduler cannot start or its service stops.
+pub async fn run_scheduler(
+    listener: tokio::net::TcpListener,
+    observer: Option<Arc<ClusterObserver>>,
+    options: &SchedulerOptions,
+) -> Result<(), ClusterError> {
+    let port = listener.local_addr()?.port();
+    let mut config = SchedulerConfig::default()
+        .with_hostname(options.external_host.clone())
+        .with_port(port)
+        .with_scheduler_policy(TaskSchedulingPolicy::PushStaged)
+        // spread tasks over the executors, as Spark does, rather than fill one first
+        .with_task_distribution(TaskDistributionPolicy::RoundRobin);
+    config.executor_timeout_seconds = options.executor_timeout_seconds;
+    config.expire_dead_executor_interval_seconds = options.executor_timeout_seconds.clamp(1, 15);
+    let cluster = BallistaCluster::new_from_config(&config).await?;
+    let cluster = match observer {
+        Some(observer) => {
+            let (jobs, executors) = observer.observe(cluster.job_state(), cluster.cluster_state());
+            BallistaCluster::new(executors, jobs)
+        }
+        None => cluster,
+    };
+    let scheduler =
+        create_scheduler::<LogicalPlanNode, PhysicalPlanNode>(cluster, Arc::new(config)).await?;
+    start_grpc_service_with_listener(listener, scheduler).await?;
+    Ok(())
+}
+
+/// How an executor with qprof inside runs.
+#[derive(Debug, Clone)]
+pub struct ExecutorOptions {
+    /// The scheduler's address.
+    pub scheduler: SocketAddr,
+    /// Its id (a new one if `None`).
+    pub executor_id: Option<String>,
+    /// The host it binds to and is reached by.
+    pub host: String,
+    /// The Arrow Flight port other executors fetch shuffle data from.
+    pub flight_port: u16,
+    /// The gRPC port the scheduler pushes tasks to.
+    pub grpc_port: u16,
+    /// Task slots (partitions run at once).
+    pub vcores: usize,
+    /// Where shuffle files go (a new temporary directory if `None`).
+    pub work_dir: Option<String>,
+    /// The memory pool's size per task in bytes (unbounded if `None`).
+    pub memory_pool_bytes: Option<u64>,
+    /// Seconds between heartbeats to the scheduler.
+    pub heartbeat_seconds: u64,
+}
+
+/// Runs a push-staged Ballista executor whose tasks `profiler` instruments (Ballista's
+/// own engine runs them if `None`), until it is stopped (Ctrl-C, SIGTERM or the
+/// scheduler).
+///
+/// # Errors
+/// Ballista's, when the executor cannot start or register.
+pub async fn run_executor(
+    options: &ExecutorOptions,
+    profiler: Option<Profiler>,
+) -> Result<(), ClusterError> {
+    let mut config = ExecutorProcessConfig {
+        bind_host: options.host.clone(),
+        external_host: Some(options.host.clone()),
+        port: options.flight_port,
+        grpc_port: options.grpc_port,
+        scheduler_host: options.scheduler.ip().to_string(),
+        scheduler_port: options.scheduler.port(),
+        scheduler_connect_timeout_seconds: 30,
+        vcores: options.vcores,
+        task_scheduling_policy: TaskSchedulingPolicy::PushStaged,
+        work_dir: options.work_dir.clone(),
+        executor_heartbeat_interval_seconds: options.heartbeat_seconds.max(1),
+        metric_collection_policy: ExecutorMetricCollectionPolicy::ProcessOnly,
+        memory_pool_size: Some(options.memory_pool_bytes.unwrap_or(0)),
+        print_thread_info: false,
+        override_execution_engine: profiler.map(|p| {
+            Arc::new(QprofExecutionEngine::new(p))
+                as Arc<dyn ballista_executor::execution_engine::ExecutionEngine>
+        }),
+        ..ExecutorProcessConfig::default()
+    };
+    if let Some(id) = &options.executor_id {
+        config.executor_id = id.clone();
+    }
+    start_executor_process(Arc::new(config)).await?;
+    Ok(())
+}
+
+/// A client session on the cluster whose scheduler is at `url` (`df://HOST:PORT`), with
+/// `config` (a job's name, partitions, …).
+///
+/// # Errors
+/// When the scheduler cannot be reached.
+pub async fn remote_session(
+    url: &str,
+    config: datafusion::prelude::SessionConfig,
+) -> datafusion::error::Result<datafusion::prelude::SessionContext> {
+    use ballista::prelude::SessionContextExt;
+    let state = datafusion::execution::SessionStateBuilder::new()
+        .with_config(config)
+        .with_default_features()
+        .build();
+    datafusion::prelude::SessionContext::remote_with_state(url, state).await
+}
+
+/// Tells the scheduler at `url` that the client session `session_id` is over: its
+/// application ends (its event log is complete).
+///
+/// # Errors
+/// When the scheduler cannot be reached or refuses.
+pub async fn end_session(url: &str, session_id: &str) -> Result<(), ClusterError> {
+    use ballista_core::serde::protobuf::RemoveSessionParams;
+    use ballista_core::serde::protobuf::scheduler_grpc_client::SchedulerGrpcClient;
+    use ballista_core::utils::{GrpcClientConfig, create_grpc_client_connection};
+    let address = url
+        .strip_prefix("df://")
+        .map_or_else(|| url.to_string(), |rest| format!("http://{rest}"));
+    let channel = create_grpc_client_connection(address, &GrpcClientConfig::default())
+        .await
+        .map_err(|e| ballista_core::error::BallistaError::General(e.to_string()))?;
+    SchedulerGrpcClient::new(channel)
+        .remove_session(RemoveSessionParams {
+            session_id: session_id.to_string(),
+        })
+        .await
+        .map_err(|e| ballista_core::error::BallistaError::General(e.message().to_string()))?;
+    Ok(())
+}

@@ -1,0 +1,388 @@
+//! The executor side: an execution engine that runs each task's stage plan with qprof's
+//! wrappers and memory attribution in place, and ships what they measured with the task's
+//! metrics.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use ballista_core::JobId;
+use ballista_core::client_pool::BallistaClientPool;
+use ballista_core::execution_plans::sort_shuffle::SortShuffleWriterExec;
+use ballista_core::execution_plans::{
+    RangeShuffleReaderExec, RangeShuffleWriterExec, ShuffleReaderExec, ShuffleWriterExec,
+};
+use ballista_core::serde::protobuf::{
+    RuntimeStatsReport, ShuffleWritePartition, TaskColumnStats, WindowStateReport,
+};
+use ballista_executor::execution_engine::{
+    DefaultQueryStageExec, ExecutionEngine, QueryStageExecutor, ShuffleWriterVariant,
+};
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::metrics::{MetricValue, MetricsSet};
+use datafusion::prelude::SessionConfig;
+use qprof_core::clock::epoch_millis;
+use qprof_core::executor_memory::MemorySample;
+use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
+use qprof_core::profile::{NodeMetric, ProfileNode, QueryProfile, names};
+use qprof_datafusion::{ProfiledExec, Profiler};
+
+use crate::wire::{self, TaskFigures};
+
+/// Builds each task's stage as Ballista's default engine does, with every operator under
+/// the shuffle writer wrapped by qprof and the task's runtime instrumented.
+pub struct QprofExecutionEngine {
+    profiler: Profiler,
+    client_pool: Option<Arc<dyn BallistaClientPool>>,
+}
+
+impl fmt::Debug for QprofExecutionEngine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QprofExecutionEngine")
+            .field("pooled_clients", &self.client_pool.is_some())
+            .finish()
+    }
+}
+
+impl QprofExecutionEngine {
+    /// An engine that measures with `profiler`; its shuffle readers open a connection
+    /// per read, as Ballista's standalone executors' do.
+    pub fn new(profiler: Profiler) -> Self {
+        Self {
+            profiler,
+            client_pool: None,
+        }
+    }
+
+    /// The engine with its shuffle readers reusing connections from `pool`.
+    pub fn with_client_pool(mut self, pool: Arc<dyn BallistaClientPool>) -> Self {
+        self.client_pool = Some(pool);
+        self
+    }
+
+    /// The stage plan with its shuffle readers pointed at `work_dir` (and the pool).
+    fn with_readers(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        work_dir: &str,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let pool = self.client_pool.clone();
+        Ok(plan
+            .transform(|p| {
+                if let Some(reader) = p.downcast_ref::<ShuffleReaderExec>() {
+                    let reader = reader.with_work_dir(work_dir.to_string());
+                    let reader = match &pool {
+                        Some(pool) => reader.with_client_pool(Arc::clone(pool)),
+                        None => reader,
+                    };
+                    Ok(Transformed::yes(Arc::new(reader) as Arc<dyn ExecutionPlan>))
+                } else if let Some(reader) = p.downcast_ref::<RangeShuffleReaderExec>() {
+                    let reader = reader.with_work_dir(work_dir.to_string());
+                    let reader = match &pool {
+                        Some(pool) => reader.with_client_pool(Arc::clone(pool)),
+                        None => reader,
+                    };
+                    Ok(Transformed::yes(Arc::new(reader) as Arc<dyn ExecutionPlan>))
+                } else {
+                    Ok(Transformed::no(p))
+                }
+            })?
+            .data)
+    }
+}
+
+impl ExecutionEngine for QprofExecutionEngine {
+    fn create_query_stage_exec(
+        &self,
+        job_id: JobId,
+        stage_id: usize,
+        task_id: usize,
+        global_output_partition_ids: Vec<usize>,
+        plan: Arc<dyn ExecutionPlan>,
+        work_dir: &str,
+        _config: &SessionConfig,
+    ) -> Result<Arc<dyn QueryStageExecutor>> {
+        let plan = self.with_readers(plan, work_dir)?;
+        let Some(input) = plan.children().first().map(|c| Arc::clone(c)) else {
+            return Err(DataFusionError::Internal(
+                "a stage plan without a shuffle writer's input".to_string(),
+            ));
+        };
+        let input = self.profiler.instrument_plan(input)?;
+        let work_dir = work_dir.to_string();
+        let (writer, variant): (Arc<dyn ExecutionPlan>, ShuffleWriterVariant) = if plan
+            .downcast_ref::<ShuffleWriterExec>()
+            .is_some()
+        {
+            let exec = ShuffleWriterExec::try_new(job_id, stage_id, Arc::clone(&input), work_dir)?
+                .with_task_id(task_id)
+                .with_global_output_partition_ids(global_output_partition_ids);
+            (
+                Arc::new(exec.clone()),
+                ShuffleWriterVariant::Passthrough(exec),
+            )
+        } else if plan.downcast_ref::<RangeShuffleWriterExec>().is_some() {
+            let exec =
+                RangeShuffleWriterExec::try_new(job_id, stage_id, Arc::clone(&input), work_dir)?
+                    .with_task_id(task_id);
+            (Arc::new(exec.clone()), ShuffleWriterVariant::Range(exec))
+        } else if let Some(sort) = plan.downcast_ref::<SortShuffleWriterExec>() {
+            let exec = SortShuffleWriterExec::try_new(
+                job_id,
+                stage_id,
+                Arc::clone(&input),
+                work_dir,
+                sort.shuffle_output_partitioning().clone(),
+                sort.config().clone(),
+            )?
+            .with_task_id(task_id)
+            .with_global_output_partition_ids(global_output_partition_ids);
+            (Arc::new(exec.clone()), ShuffleWriterVariant::Sort(exec))
+        } else {
+            return Err(DataFusionError::Internal(format!(
+                "a stage plan must start with a shuffle writer, not {}",
+                plan.name()
+            )));
+        };
+        Ok(Arc::new(QprofStageExec {
+            inner: DefaultQueryStageExec::new(variant),
+            writer,
+            input,
+            profiler: self.profiler.clone(),
+            run: Mutex::new(None),
+        }))
+    }
+}
+
+/// What one run of a task left for its metrics.
+#[derive(Debug)]
+struct TaskRun {
+    profile: QueryProfile,
+    figures: TaskFigures,
+}
+
+/// One task's stage: Ballista's own stage executor over qprof's wrapped plan.
+pub struct QprofStageExec {
+    inner: DefaultQueryStageExec,
+    /// The shuffle writer (a clone sharing its metrics with the one `inner` runs).
+    writer: Arc<dyn ExecutionPlan>,
+    /// The writer's input, every operator wrapped.
+    input: Arc<dyn ExecutionPlan>,
+    profiler: Profiler,
+    run: Mutex<Option<TaskRun>>,
+}
+
+impl fmt::Debug for QprofStageExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QprofStageExec")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Display for QprofStageExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "qprof {}", self.inner)
+    }
+}
+
+/// A copy of `ctx` whose runtime is instrumented by `profiler`.
+fn instrumented_context(profiler: &Profiler, ctx: &TaskContext) -> TaskContext {
+    TaskContext::new(
+        ctx.task_id(),
+        ctx.session_id(),
+        ctx.session_config().clone(),
+        ctx.scalar_functions().clone(),
+        ctx.higher_order_functions().clone(),
+        ctx.aggregate_functions().clone(),
+        ctx.window_functions().clone(),
+        profiler.instrument_runtime(ctx.runtime_env()),
+    )
+}
+
+#[async_trait::async_trait]
+impl QueryStageExecutor for QprofStageExec {
+    async fn execute_query_stage(
+        &self,
+        task_id: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<Vec<ShuffleWritePartition>> {
+        let context = Arc::new(instrumented_context(&self.profiler, &context));
+        let start = epoch_millis();
+        let clock = Instant::now();
+        let result = self.inner.execute_query_stage(task_id, context).await;
+        let wall = clock.elapsed();
+        let finish = epoch_millis();
+        let rows = result
+            .as_ref()
+            .map_or(0, |parts| parts.iter().map(|p| p.num_rows).sum());
+        let profile = self.profiler.plan_profile(&self.input, rows, wall, start);
+        let figures = task_figures(&self.profiler, &profile, start, finish, wall);
+        *self.run.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(TaskRun { profile, figures });
+        result
+    }
+
+    fn collect_plan_metrics(&self) -> Vec<MetricsSet> {
+        let mut sets = self.inner.collect_plan_metrics();
+        let run = self.run.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(run) = run.as_ref() {
+            add_qprof_metrics(&mut sets, &self.writer, run);
+        }
+        wire::ship_safely(sets)
+    }
+
+    fn collect_runtime_stats_reports(&self) -> Vec<RuntimeStatsReport> {
+        self.inner.collect_runtime_stats_reports()
+    }
+
+    fn collect_window_state_reports(&self) -> Result<Vec<WindowStateReport>> {
+        self.inner.collect_window_state_reports()
+    }
+
+    fn collect_column_stats(&self) -> Vec<TaskColumnStats> {
+        self.inner.collect_column_stats()
+    }
+}
+
+/// The task's own figures: its span and wall time, and the executor's memory peaks while
+/// it ran, with execution memory the task's own reservation peak.
+fn task_figures(
+    profiler: &Profiler,
+    profile: &QueryProfile,
+    start: u64,
+    finish: u64,
+    wall: Duration,
+) -> TaskFigures {
+    let stage_peaks = MemorySample::peaks(profile.stages.iter().filter_map(|s| s.memory.as_ref()));
+    let mut memory = profiler
+        .memory_peaks_between(start, finish)
+        .max(stage_peaks);
+    memory.epoch_millis = 0;
+    memory.execution_bytes = stage_peaks.execution_bytes;
+    let cpu_nanos = profile
+        .stages
+        .iter()
+        .flat_map(|s| &s.tasks)
+        .filter_map(|t| t.value(names::CPU_NANOS))
+        .map(|v| u64::try_from(v).unwrap_or(0))
+        .sum();
+    TaskFigures {
+        start_epoch_millis: start,
+        finish_epoch_millis: finish,
+        wall_nanos: u64::try_from(wall.as_nanos()).unwrap_or(u64::MAX),
+        cpu_nanos,
+        memory,
+    }
+}
+
+/// Appends qprof's metrics to the sets Ballista collected from the stage plan: the task's
+/// figures and the writer's own to the first (the writer's), each wrapped operator's to
+/// its own. Sets are matched as Ballista matches them, in pre-order over the operators
+/// that have metrics; no set is added or removed.
+fn add_qprof_metrics(sets: &mut [MetricsSet], writer: &Arc<dyn ExecutionPlan>, run: &TaskRun) {
+    let mut nodes = HashMap::new();
+    index_nodes(&run.profile.plan, &mut nodes);
+    let mut slot = 0;
+    let mut visit = |plan: &Arc<dyn ExecutionPlan>, slot: &mut usize, sets: &mut [MetricsSet]| {
+        if plan.metrics().is_none() {
+            return;
+        }
+        let Some(set) = sets.get_mut(*slot) else {
+            return;
+        };
+        *slot += 1;
+        let extra = if Arc::ptr_eq(plan, writer) {
+            let mut extra = run.figures.encode();
+            extra.extend(wire::encode_operator(&writer_metrics(plan.as_ref(), run)));
+            extra
+        } else if let Some(node) =
+            ProfiledExec::of(plan.as_ref()).and_then(|e| nodes.get(&e.node_id()))
+        {
+            wire::encode_operator(&node.metrics)
+        } else {
+            Vec::new()
+        };
+        for metric in extra {
+            set.push(Arc::new(metric));
+        }
+    };
+    fn walk(
+        plan: &Arc<dyn ExecutionPlan>,
+        slot: &mut usize,
+        sets: &mut [MetricsSet],
+        visit: &mut impl FnMut(&Arc<dyn ExecutionPlan>, &mut usize, &mut [MetricsSet]),
+    ) {
+        visit(plan, slot, sets);
+        for child in plan.children() {
+            walk(child, slot, sets, visit);
+        }
+    }
+    walk(writer, &mut slot, sets, &mut visit);
+}
+
+fn index_nodes<'a>(node: &'a ProfileNode, out: &mut HashMap<usize, &'a ProfileNode>) {
+    out.insert(node.id, node);
+    for child in &node.children {
+        index_nodes(child, out);
+    }
+}
+
+/// The shuffle writer's base metrics, which no wrapper measured (Ballista drives it
+/// directly): its rows, and its time as the task's wall time, inclusive and less its
+/// input's slowest partition.
+fn writer_metrics(writer: &dyn ExecutionPlan, run: &TaskRun) -> Vec<NodeMetric> {
+    let task = TaskRef {
+        stage_id: 0,
+        stage_attempt: 0,
+        task_id: 0,
+        partition: 0,
+    };
+    let one = |name: &str, display: &str, kind, value: u64| {
+        NodeMetric::summed(
+            name,
+            display,
+            kind,
+            vec![TaskValue {
+                task: Some(task),
+                value: i64::try_from(value).unwrap_or(i64::MAX),
+            }],
+        )
+    };
+    let rows = writer
+        .metrics()
+        .map(|m| {
+            m.iter()
+                .filter(|m| matches!(m.value(), MetricValue::OutputRows(_)))
+                .map(|m| m.value().as_usize() as u64)
+                .sum::<u64>()
+        })
+        .unwrap_or(0);
+    let input_wall = run
+        .profile
+        .plan
+        .metrics
+        .iter()
+        .find(|m| m.name == names::WALL_NANOS)
+        .map_or(0, |m| m.aggregate().max.max(0) as u64);
+    let wall = run.figures.wall_nanos;
+    vec![
+        one(names::WALL_NANOS, "total time", MetricKind::NsTiming, wall),
+        one(
+            names::SELF_WALL_NANOS,
+            "self time",
+            MetricKind::NsTiming,
+            wall.saturating_sub(input_wall),
+        ),
+        one(
+            names::OUTPUT_ROWS,
+            "number of output rows",
+            MetricKind::Sum,
+            rows,
+        ),
+    ]
+}

@@ -1,0 +1,629 @@
+//! The scheduler side: what Ballista's scheduler does, turned into qprof's events.
+//!
+//! Ballista has no listener API; its scheduler keeps its state behind two traits,
+//! `JobState` (jobs, their execution graphs, sessions) and `ClusterState` (executors,
+//! heartbeats, task slots). [`ObservedJobState`] and [`ObservedClusterState`] wrap the
+//! scheduler's own and tell a [`ClusterObserver`] what passes through, unchanged.
+//!
+//! Each client session is one application: its first job starts it, each job is a query
+//! (its start when submitted, its end with its profile when the job succeeds or fails),
+//! and the session's removal (or the scheduler's end) ends it. Every application gets
+//! its own [`EventBus`], with the listeners the observer's factory makes for it (the
+//! event log, in `qprof cluster scheduler`), and hears of every executor of the cluster.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use ballista_core::JobId;
+use ballista_core::JobStatusSubscriber;
+use ballista_core::error::Result;
+use ballista_core::serde::protobuf::{ExecutorHeartbeat, executor_metric, job_status};
+use ballista_core::serde::scheduler::{ExecutorData, ExecutorMetadata};
+use ballista_scheduler::cluster::{
+    BoundTask, ClusterState, ClusterStateEventStream, ExecutorSlot, JobState, JobStateEventStream,
+};
+use ballista_scheduler::config::TaskDistributionPolicy;
+use ballista_scheduler::state::execution_graph::ExecutionGraphBox;
+use ballista_scheduler::state::task_manager::JobInfoCache;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use qprof_core::clock::epoch_millis;
+use qprof_core::events::{
+    AppEnd, AppInfo, Event, EventBus, ExecutorAdded, ExecutorRemoved, Listener, QueryEnd,
+    QueryStart,
+};
+use qprof_core::executor_memory::MemorySample;
+
+use crate::profile::{AppIds, ClusterView, LaunchedTask, query_profile};
+
+/// Heartbeat samples kept per executor (at one a second, over an hour).
+const KEPT_HEARTBEATS: usize = 4096;
+
+/// Makes the listeners of a new application.
+pub type ListenerFactory = Arc<dyn Fn(&AppInfo) -> Vec<Arc<dyn Listener>> + Send + Sync>;
+
+/// Turns what the scheduler does into events on one bus per application (client session).
+pub struct ClusterObserver {
+    listeners: ListenerFactory,
+    engine: String,
+    state: Mutex<ObserverState>,
+}
+
+impl fmt::Debug for ClusterObserver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.lock();
+        f.debug_struct("ClusterObserver")
+            .field("applications", &state.apps.len())
+            .field("executors", &state.executors.len())
+            .finish()
+    }
+}
+
+#[derive(Debug)]
+struct Executor {
+    host: String,
+    port: u16,
+    cores: u32,
+    added_epoch_millis: u64,
+}
+
+/// One application: a client session.
+struct App {
+    bus: EventBus,
+    ids: AppIds,
+    next_query: usize,
+}
+
+#[derive(Debug, Default)]
+struct Job {
+    name: String,
+    session: Option<String>,
+    query: usize,
+    text: String,
+    start_epoch_millis: u64,
+    ended: bool,
+}
+
+#[derive(Default)]
+struct ObserverState {
+    apps: HashMap<String, App>,
+    executors: HashMap<String, Executor>,
+    removed: HashMap<String, (u64, String)>,
+    heartbeats: HashMap<String, Vec<MemorySample>>,
+    launched: HashMap<String, Vec<LaunchedTask>>,
+    jobs: HashMap<String, Job>,
+    /// Sessions that ended: a job of theirs that comes later starts a new application.
+    ended_sessions: HashSet<String>,
+    /// The client's session id of each session context the scheduler made (it makes its
+    /// own contexts, with ids of their own, for a client's session).
+    client_sessions: HashMap<String, String>,
+}
+
+impl ClusterObserver {
+    /// An observer whose applications get the listeners `listeners` makes.
+    pub fn new(listeners: ListenerFactory) -> Arc<ClusterObserver> {
+        Arc::new(ClusterObserver {
+            listeners,
+            engine: format!("DataFusion {} on Ballista", datafusion::DATAFUSION_VERSION),
+            state: Mutex::new(ObserverState::default()),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, ObserverState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Wraps the scheduler's job state and cluster state so that this observer sees them.
+    pub fn observe(
+        self: &Arc<Self>,
+        jobs: Arc<dyn JobState>,
+        cluster: Arc<dyn ClusterState>,
+    ) -> (Arc<dyn JobState>, Arc<dyn ClusterState>) {
+        (
+            Arc::new(ObservedJobState {
+                inner: jobs,
+                observer: Arc::clone(self),
+            }),
+            Arc::new(ObservedClusterState {
+                inner: cluster,
+                observer: Arc::clone(self),
+            }),
+        )
+    }
+
+    /// The ids of the applications open now (client sessions that ran a job and did not
+    /// end).
+    pub fn open_applications(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.lock().apps.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    /// Listener failures of every open application (e.g. an event log that could not be
+    /// written), with the session they belong to.
+    pub fn take_listener_failures(&self) -> Vec<(String, String)> {
+        let state = self.lock();
+        let mut out = Vec::new();
+        for (session, app) in &state.apps {
+            for failure in app.bus.take_failures() {
+                out.push((session.clone(), failure.to_string()));
+            }
+        }
+        out
+    }
+
+    /// Ends every open application, e.g. when the scheduler stops.
+    pub fn finish_all(&self, exit_code: i32) {
+        let mut state = self.lock();
+        for (_, app) in state.apps.drain() {
+            app.bus
+                .post(&Event::AppEnd(AppEnd::new(epoch_millis(), exit_code)));
+        }
+    }
+
+    /// Ends the application of `session`, if it is open.
+    fn end_session(&self, session: &str) {
+        let mut state = self.lock();
+        if let Some(app) = state.apps.remove(session) {
+            app.bus.post(&Event::AppEnd(AppEnd::new(epoch_millis(), 0)));
+        }
+        state.ended_sessions.insert(session.to_string());
+    }
+
+    /// The application of `session`, started now if it is not open.
+    fn app<'s>(
+        &self,
+        state: &'s mut ObserverState,
+        session: &str,
+        config: &SessionConfig,
+    ) -> &'s mut App {
+        if !state.apps.contains_key(session) {
+            let mut info = AppInfo::new(
+                format!("qprof cluster session {session}"),
+                self.engine.clone(),
+                state.executors.values().map(|e| e.cores).sum(),
+            );
+            info.properties = config
+                .options()
+                .entries()
+                .into_iter()
+                .filter_map(|e| Some((e.key, e.value?)))
+                .collect();
+            info.properties
+                .push(("qprof.cluster.session".to_string(), session.to_string()));
+            let bus = EventBus::new();
+            for listener in (self.listeners)(&info) {
+                // a failure is kept by the bus for whoever asks
+                let _ = bus.add_listener(listener);
+            }
+            bus.post(&Event::AppStart(info.clone()));
+            let mut executors: Vec<(&String, &Executor)> = state.executors.iter().collect();
+            executors.sort_by_key(|(id, _)| id.as_str());
+            for (id, e) in executors {
+                bus.post(&Event::ExecutorAdded(ExecutorAdded {
+                    id: id.clone(),
+                    host: e.host.clone(),
+                    port: e.port,
+                    cores: e.cores,
+                    epoch_millis: e.added_epoch_millis.max(info.start_epoch_millis),
+                }));
+            }
+            state.ended_sessions.remove(session);
+            state.apps.insert(
+                session.to_string(),
+                App {
+                    bus,
+                    ids: AppIds::default(),
+                    next_query: 0,
+                },
+            );
+        }
+        state.apps.get_mut(session).expect("inserted above")
+    }
+
+    fn job_accepted(&self, job_id: &JobId, name: &str, queued_at: u64) {
+        self.lock().jobs.insert(
+            job_id.as_str().to_string(),
+            Job {
+                name: name.to_string(),
+                start_epoch_millis: queued_at,
+                ..Job::default()
+            },
+        );
+    }
+
+    fn session_created(&self, client_session: &str, context: &SessionContext) {
+        let mut state = self.lock();
+        if state.client_sessions.len() > 100_000 {
+            // sessions are never removed by clients that die: forget the oldest contexts
+            state.client_sessions.clear();
+        }
+        state
+            .client_sessions
+            .insert(context.session_id(), client_session.to_string());
+    }
+
+    fn job_submitted(&self, job_id: &JobId, graph: &ExecutionGraphBox) {
+        let config = graph.session_config();
+        let mut state = self.lock();
+        let session = state
+            .client_sessions
+            .get(graph.session_id())
+            .cloned()
+            .unwrap_or_else(|| graph.session_id().to_string());
+        let app = self.app(&mut state, &session, &config);
+        let query = app.next_query;
+        app.next_query += 1;
+        let text = graph
+            .logical_plan()
+            .map(str::to_string)
+            .unwrap_or_else(|| graph.job_name().to_string());
+        let start = match graph.start_time() {
+            0 => epoch_millis(),
+            t => t,
+        };
+        let description = if graph.job_name().is_empty() {
+            job_id.as_str().to_string()
+        } else {
+            graph.job_name().to_string()
+        };
+        app.bus.post(&Event::QueryStart(QueryStart {
+            id: query,
+            description: description.clone(),
+            text: text.clone(),
+            start_epoch_millis: start,
+        }));
+        let job = state.jobs.entry(job_id.as_str().to_string()).or_default();
+        job.name = description;
+        job.session = Some(session);
+        job.query = query;
+        job.text = text;
+        job.start_epoch_millis = start;
+    }
+
+    fn job_saved(&self, job_id: &JobId, graph: &ExecutionGraphBox) {
+        let status = graph.status().status.as_ref();
+        let error = match status {
+            Some(job_status::Status::Successful(_)) => None,
+            Some(job_status::Status::Failed(f)) => Some(first_line(&f.error)),
+            _ => return,
+        };
+        let mut state = self.lock();
+        let key = job_id.as_str().to_string();
+        let Some(job) = state.jobs.get_mut(&key) else {
+            return;
+        };
+        if job.ended {
+            return;
+        }
+        job.ended = true;
+        let (Some(session), query, text, name, start) = (
+            job.session.clone(),
+            job.query,
+            job.text.clone(),
+            job.name.clone(),
+            job.start_epoch_millis,
+        ) else {
+            return;
+        };
+        let view = ClusterView {
+            hosts: state
+                .executors
+                .iter()
+                .map(|(id, e)| (id.clone(), e.host.clone()))
+                .collect(),
+            removed: state.removed.clone(),
+            launched: state.launched.remove(&key).unwrap_or_default(),
+            heartbeats: state.heartbeats.clone(),
+        };
+        let Some(app) = state.apps.get_mut(&session) else {
+            return;
+        };
+        let profile = query_profile(graph.as_ref(), query, &text, &view, &mut app.ids);
+        let plan_text = datafusion::physical_plan::displayable(graph.physical_plan().as_ref())
+            .indent(false)
+            .to_string();
+        app.bus.post(&Event::QueryEnd(Box::new(QueryEnd {
+            id: query,
+            description: name,
+            text,
+            plan_text,
+            start_epoch_millis: start,
+            end_epoch_millis: end_of(graph.end_time(), start),
+            profile: Some(profile),
+            error,
+        })));
+        state.jobs.remove(&key);
+    }
+
+    fn executor_registered(&self, metadata: &ExecutorMetadata, spec: &ExecutorData) {
+        let mut state = self.lock();
+        let now = epoch_millis();
+        let executor = Executor {
+            host: metadata.host.clone(),
+            port: metadata.port,
+            cores: spec.total_vcores,
+            added_epoch_millis: now,
+        };
+        for app in state.apps.values() {
+            app.bus.post(&Event::ExecutorAdded(ExecutorAdded {
+                id: metadata.id.clone(),
+                host: executor.host.clone(),
+                port: executor.port,
+                cores: executor.cores,
+                epoch_millis: now,
+            }));
+        }
+        state.removed.remove(&metadata.id);
+        state.executors.insert(metadata.id.clone(), executor);
+    }
+
+    fn executor_removed(&self, executor_id: &str) {
+        let mut state = self.lock();
+        if state.executors.remove(executor_id).is_none() {
+            return;
+        }
+        let now = epoch_millis();
+        // tasks still out on it when it went: the executor was lost under them
+        let busy = state
+            .launched
+            .values()
+            .flatten()
+            .any(|t| t.executor_id == executor_id);
+        let reason = if busy {
+            "lost: stopped answering while it ran tasks".to_string()
+        } else {
+            "removed from the cluster".to_string()
+        };
+        for app in state.apps.values() {
+            app.bus.post(&Event::ExecutorRemoved(ExecutorRemoved {
+                id: executor_id.to_string(),
+                reason: reason.clone(),
+                epoch_millis: now,
+            }));
+        }
+        state.removed.insert(executor_id.to_string(), (now, reason));
+    }
+
+    fn heartbeat(&self, heartbeat: &ExecutorHeartbeat) {
+        let mut sample = MemorySample {
+            epoch_millis: epoch_millis(),
+            ..MemorySample::default()
+        };
+        for metric in heartbeat.metrics.iter().filter_map(|m| m.metric.as_ref()) {
+            match metric {
+                executor_metric::Metric::ProcPhysicalMemory(v) => sample.rss_bytes = *v,
+                executor_metric::Metric::ProcVirtualMemory(v) => sample.virtual_bytes = *v,
+                _ => {}
+            }
+        }
+        if sample.rss_bytes == 0 && sample.virtual_bytes == 0 {
+            return;
+        }
+        let mut state = self.lock();
+        let samples = state
+            .heartbeats
+            .entry(heartbeat.executor_id.clone())
+            .or_default();
+        if samples.len() >= KEPT_HEARTBEATS {
+            samples.remove(0);
+        }
+        samples.push(sample);
+    }
+
+    fn tasks_bound(&self, bound: &[BoundTask]) {
+        if bound.is_empty() {
+            return;
+        }
+        let now = epoch_millis();
+        let mut state = self.lock();
+        for (executor, task) in bound {
+            state
+                .launched
+                .entry(task.key.job_id.as_str().to_string())
+                .or_default()
+                .push(LaunchedTask {
+                    stage_id: task.key.stage_id,
+                    task_id: task.key.task_id,
+                    attempt: u32::try_from(task.task_attempt).unwrap_or(u32::MAX),
+                    partitions: task.global_input_partition_ids.clone(),
+                    executor_id: executor.clone(),
+                    launched_epoch_millis: now,
+                });
+        }
+    }
+}
+
+/// A job's end: Ballista's, or now if it has none yet.
+pub(crate) fn end_of(end: u64, start: u64) -> u64 {
+    if end >= start && end > 0 {
+        end
+    } else {
+        epoch_millis().max(start)
+    }
+}
+
+fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or_default().trim().to_string()
+}
+
+/// The scheduler's job state, observed.
+pub struct ObservedJobState {
+    inner: Arc<dyn JobState>,
+    observer: Arc<ClusterObserver>,
+}
+
+impl fmt::Debug for ObservedJobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ObservedJobState")
+            .field("observer", &self.observer)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl JobState for ObservedJobState {
+    fn accept_job(&self, job_id: &JobId, job_name: &str, queued_at: u64) -> Result<()> {
+        self.inner.accept_job(job_id, job_name, queued_at)?;
+        self.observer.job_accepted(job_id, job_name, queued_at);
+        Ok(())
+    }
+
+    fn pending_job_number(&self) -> usize {
+        self.inner.pending_job_number()
+    }
+
+    async fn submit_job(
+        &self,
+        job_id: JobId,
+        graph: &ExecutionGraphBox,
+        subscriber: Option<JobStatusSubscriber>,
+    ) -> Result<()> {
+        self.observer.job_submitted(&job_id, graph);
+        self.inner.submit_job(job_id, graph, subscriber).await
+    }
+
+    async fn get_jobs(&self) -> Result<HashSet<JobId>> {
+        self.inner.get_jobs().await
+    }
+
+    async fn get_all_jobs(&self) -> Result<HashSet<JobId>> {
+        self.inner.get_all_jobs().await
+    }
+
+    async fn get_job_status(
+        &self,
+        job_id: &JobId,
+    ) -> Result<Option<ballista_core::serde::protobuf::JobStatus>> {
+        self.inner.get_job_status(job_id).await
+    }
+
+    async fn get_execution_graph(&self, job_id: &JobId) -> Result<Option<ExecutionGraphBox>> {
+        self.inner.get_execution_graph(job_id).await
+    }
+
+    async fn save_job(&self, job_id: &JobId, graph: &ExecutionGraphBox) -> Result<()> {
+        self.observer.job_saved(job_id, graph);
+        self.inner.save_job(job_id, graph).await
+    }
+
+    async fn fail_unscheduled_job(&self, job_id: &JobId, reason: String) -> Result<()> {
+        self.inner.fail_unscheduled_job(job_id, reason).await
+    }
+
+    async fn remove_job(&self, job_id: &JobId) -> Result<()> {
+        self.inner.remove_job(job_id).await
+    }
+
+    async fn try_acquire_job(&self, job_id: &JobId) -> Result<Option<ExecutionGraphBox>> {
+        self.inner.try_acquire_job(job_id).await
+    }
+
+    async fn job_state_events(&self) -> Result<JobStateEventStream> {
+        self.inner.job_state_events().await
+    }
+
+    async fn create_or_update_session(
+        &self,
+        session_id: &str,
+        config: &SessionConfig,
+    ) -> Result<Arc<SessionContext>> {
+        let context = self
+            .inner
+            .create_or_update_session(session_id, config)
+            .await?;
+        self.observer.session_created(session_id, &context);
+        Ok(context)
+    }
+
+    async fn remove_session(&self, session_id: &str) -> Result<()> {
+        self.observer.end_session(session_id);
+        self.inner.remove_session(session_id).await
+    }
+
+    fn produce_config(&self) -> SessionConfig {
+        self.inner.produce_config()
+    }
+}
+
+/// The scheduler's cluster state, observed.
+pub struct ObservedClusterState {
+    inner: Arc<dyn ClusterState>,
+    observer: Arc<ClusterObserver>,
+}
+
+impl fmt::Debug for ObservedClusterState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ObservedClusterState")
+            .field("observer", &self.observer)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl ClusterState for ObservedClusterState {
+    async fn init(&self) -> Result<()> {
+        self.inner.init().await
+    }
+
+    async fn bind_schedulable_tasks(
+        &self,
+        distribution: TaskDistributionPolicy,
+        active_jobs: Arc<HashMap<JobId, JobInfoCache>>,
+        executors: Option<HashSet<String>>,
+    ) -> Result<Vec<BoundTask>> {
+        let bound = self
+            .inner
+            .bind_schedulable_tasks(distribution, active_jobs, executors)
+            .await?;
+        self.observer.tasks_bound(&bound);
+        Ok(bound)
+    }
+
+    async fn unbind_tasks(&self, executor_slots: Vec<ExecutorSlot>) -> Result<()> {
+        self.inner.unbind_tasks(executor_slots).await
+    }
+
+    async fn register_executor(
+        &self,
+        metadata: ExecutorMetadata,
+        spec: ExecutorData,
+    ) -> Result<()> {
+        self.observer.executor_registered(&metadata, &spec);
+        self.inner.register_executor(metadata, spec).await
+    }
+
+    async fn save_executor_metadata(&self, metadata: ExecutorMetadata) -> Result<()> {
+        self.inner.save_executor_metadata(metadata).await
+    }
+
+    async fn get_executor_metadata(&self, executor_id: &str) -> Result<ExecutorMetadata> {
+        self.inner.get_executor_metadata(executor_id).await
+    }
+
+    async fn registered_executor_metadata(&self) -> Vec<ExecutorMetadata> {
+        self.inner.registered_executor_metadata().await
+    }
+
+    async fn save_executor_heartbeat(&self, heartbeat: ExecutorHeartbeat) -> Result<()> {
+        self.observer.heartbeat(&heartbeat);
+        self.inner.save_executor_heartbeat(heartbeat).await
+    }
+
+    async fn remove_executor(&self, executor_id: &str) -> Result<()> {
+        self.observer.executor_removed(executor_id);
+        self.inner.remove_executor(executor_id).await
+    }
+
+    fn executor_heartbeats(&self) -> HashMap<String, ExecutorHeartbeat> {
+        self.inner.executor_heartbeats()
+    }
+
+    fn get_executor_heartbeat(&self, executor_id: &str) -> Option<ExecutorHeartbeat> {
+        self.inner.get_executor_heartbeat(executor_id)
+    }
+
+    async fn cluster_state_events(&self) -> Result<ClusterStateEventStream> {
+        self.inner.cluster_state_events().await
+    }
+}

@@ -1,0 +1,261 @@
+//! A Ballista cluster in this process (a scheduler and two executors on 127.0.0.1) with
+//! qprof inside: results equal DataFusion's own, the scheduler's events carry a profile
+//! whose every operator has qprof's metrics, and tasks name the executors that ran them.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use datafusion::arrow::array::{Int64Array, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+use qprof_ballista::ClusterObserver;
+use qprof_ballista::cluster::{
+    ExecutorOptions, SchedulerOptions, end_session, remote_session, run_executor, run_scheduler,
+};
+use qprof_core::events::{Event, Listener, ListenerError};
+use qprof_core::profile::{ProfileNode, QueryProfile, names};
+use qprof_datafusion::Profiler;
+
+/// Keeps every event it hears.
+#[derive(Debug, Default)]
+struct Recorder(Mutex<Vec<Event>>);
+
+impl Listener for Recorder {
+    fn on_event(&self, event: &Event) -> Result<(), ListenerError> {
+        self.0.lock().unwrap().push(event.clone());
+        Ok(())
+    }
+}
+
+impl Recorder {
+    fn events(&self) -> Vec<Event> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// 20,000 rows in 4 Parquet files: `k` cycles through 0..50, `v` is the row number.
+async fn write_table(dir: &std::path::Path) -> String {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("v", DataType::Int64, false),
+    ]));
+    let ctx = SessionContext::new();
+    for file in 0..4_i64 {
+        let rows = 5_000_i64;
+        let v: Vec<i64> = (file * rows..(file + 1) * rows).collect();
+        let k: Vec<i64> = v.iter().map(|v| v % 50).collect();
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![Arc::new(Int64Array::from(k)), Arc::new(Int64Array::from(v))],
+        )
+        .unwrap();
+        let df = ctx.read_batch(batch).unwrap();
+        df.write_parquet(
+            dir.join(format!("part-{file}.parquet")).to_str().unwrap(),
+            datafusion::dataframe::DataFrameWriteOptions::new(),
+            None,
+        )
+        .await
+        .unwrap();
+    }
+    format!("{}/", dir.display())
+}
+
+fn all_nodes<'a>(node: &'a ProfileNode, out: &mut Vec<&'a ProfileNode>) {
+    out.push(node);
+    for c in &node.children {
+        all_nodes(c, out);
+    }
+}
+
+const QUERY: &str =
+    "SELECT k, count(*) AS n, sum(v) AS s FROM t WHERE v % 3 <> 0 GROUP BY k ORDER BY k";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_query_on_two_executors_is_profiled_per_task_and_executor() {
+    let dir = std::env::temp_dir().join(format!("qprof-ballista-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let table = write_table(&dir.join("data")).await;
+
+    let recorder = Arc::new(Recorder::default());
+    let heard = Arc::clone(&recorder);
+    let observer = ClusterObserver::new(Arc::new(move |_app| {
+        vec![Arc::clone(&heard) as Arc<dyn Listener>]
+    }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let scheduler = listener.local_addr().unwrap();
+    let options = SchedulerOptions {
+        external_host: "127.0.0.1".into(),
+        executor_timeout_seconds: 15,
+    };
+    let observed = Arc::clone(&observer);
+    tokio::spawn(async move { run_scheduler(listener, Some(observed), &options).await });
+    for id in ["exec-1", "exec-2"] {
+        let options = ExecutorOptions {
+            scheduler,
+            executor_id: Some(id.into()),
+            host: "127.0.0.1".into(),
+            flight_port: free_port(),
+            grpc_port: free_port(),
+            vcores: 2,
+            work_dir: None,
+            memory_pool_bytes: None,
+            heartbeat_seconds: 1,
+        };
+        tokio::spawn(async move { run_executor(&options, Some(Profiler::new())).await });
+    }
+    let url = format!("df://{scheduler}");
+    let config = SessionConfig::new().with_target_partitions(4);
+    let ctx = {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match remote_session(&url, config.clone()).await {
+                Ok(ctx) => break ctx,
+                Err(e) if Instant::now() < deadline => {
+                    let _ = e;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("no scheduler: {e}"),
+            }
+        }
+    };
+    // both executors registered before the job, so that both can get its tasks
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    ctx.register_parquet("t", &table, ParquetReadOptions::default())
+        .await
+        .unwrap();
+    let on_cluster = ctx.sql(QUERY).await.unwrap().collect().await.unwrap();
+    let local = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(4));
+    local
+        .register_parquet("t", &table, ParquetReadOptions::default())
+        .await
+        .unwrap();
+    let expected = local.sql(QUERY).await.unwrap().collect().await.unwrap();
+    assert_eq!(
+        pretty_format_batches(&on_cluster).unwrap().to_string(),
+        pretty_format_batches(&expected).unwrap().to_string()
+    );
+    end_session(&url, &ctx.session_id()).await.unwrap();
+
+    let events = recorder.events();
+    let kinds: Vec<&str> = events.iter().map(Event::kind).collect();
+    assert_eq!(kinds.first(), Some(&"AppStart"), "{kinds:?}");
+    let session = events.iter().find_map(|e| match e {
+        Event::AppStart(app) => app
+            .properties
+            .iter()
+            .find(|(k, _)| k == "qprof.cluster.session")
+            .map(|(_, v)| v.clone()),
+        _ => None,
+    });
+    assert_eq!(session, Some(ctx.session_id()));
+    assert_eq!(kinds.last(), Some(&"AppEnd"), "{kinds:?}");
+    let mut executors: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ExecutorAdded(a) => Some(a.id.clone()),
+            _ => None,
+        })
+        .collect();
+    executors.sort();
+    assert_eq!(executors, ["exec-1", "exec-2"]);
+    let profile: &QueryProfile = events
+        .iter()
+        .find_map(|e| match e {
+            Event::QueryEnd(end) => {
+                assert_eq!(end.error, None);
+                end.profile.as_ref()
+            }
+            _ => None,
+        })
+        .expect("the job's end carries its profile");
+
+    // every operator of every stage, the shuffle writers and readers too, has qprof's
+    // time and rows
+    let mut nodes = Vec::new();
+    all_nodes(&profile.plan, &mut nodes);
+    assert!(nodes.len() >= 6, "{} operators", nodes.len());
+    for node in &nodes {
+        for metric in [names::WALL_NANOS, names::OUTPUT_ROWS] {
+            assert!(
+                node.metrics.iter().any(|m| m.name == metric),
+                "{} has no {metric}: {:?}",
+                node.name,
+                node.metrics.iter().map(|m| &m.name).collect::<Vec<_>>()
+            );
+        }
+    }
+    // the scan read every row; the filter kept two thirds of them
+    let rows_of = |name: &str| -> i64 {
+        nodes
+            .iter()
+            .filter(|n| n.name == name)
+            .flat_map(|n| n.metrics.iter().filter(|m| m.name == names::OUTPUT_ROWS))
+            .map(|m| m.value)
+            .sum()
+    };
+    assert_eq!(rows_of("DataSourceExec"), 20_000);
+    assert_eq!(rows_of("FilterExec"), 20_000 - 6_667);
+    // the stages are stitched: a reader's child is the stage it reads
+    let readers: Vec<_> = nodes
+        .iter()
+        .filter(|n| n.name == "ShuffleReaderExec")
+        .collect();
+    assert!(!readers.is_empty());
+    for r in &readers {
+        assert_eq!(r.children.len(), 1, "{}", r.display);
+        assert!(
+            r.children[0].name.ends_with("ShuffleWriterExec"),
+            "{}",
+            r.children[0].name
+        );
+        assert_ne!(r.children[0].stage_id, r.stage_id);
+    }
+    assert_eq!(profile.rows, 50);
+    // tasks name their executors; both executors ran some; each executor has the stage's
+    // memory peaks
+    let mut ran_on = std::collections::BTreeSet::new();
+    for stage in &profile.stages {
+        assert!(!stage.tasks.is_empty(), "stage {} has no tasks", stage.id);
+        for task in &stage.tasks {
+            assert_eq!(task.error, None);
+            let executor = task.executor.as_ref().expect("a task names its executor");
+            assert_eq!(executor.host, "127.0.0.1");
+            ran_on.insert(executor.id.clone());
+            assert!(
+                stage
+                    .executor_memory
+                    .iter()
+                    .any(|(id, _)| *id == executor.id),
+                "stage {} has no peaks of {}",
+                stage.id,
+                executor.id
+            );
+            assert!(task.finish_epoch_millis >= task.start_epoch_millis);
+            assert!(task.value(names::WALL_NANOS).unwrap_or(0) > 0);
+        }
+        for (id, peak) in &stage.executor_memory {
+            assert!(peak.rss_bytes > 0, "stage {} on {id}: {peak:?}", stage.id);
+        }
+    }
+    assert_eq!(ran_on.into_iter().collect::<Vec<_>>(), ["exec-1", "exec-2"]);
+    // the aggregation reserved memory, and a stage's peak on an executor says so
+    assert!(
+        profile
+            .stages
+            .iter()
+            .flat_map(|s| &s.executor_memory)
+            .any(|(_, m)| m.execution_bytes > 0)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,143 @@
+//! `qprof bench overhead --cluster`: qprof on a Ballista cluster against Ballista alone,
+//! interleaved in one process: two local clusters (a scheduler and two executors each),
+//! one with qprof's engine and scheduler observer (and its event log), one with
+//! Ballista's own, each query run on one then the other.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use qprof_ballista::ClusterObserver;
+use qprof_ballista::cluster::{
+    ExecutorOptions, SchedulerOptions, end_session, remote_session, run_executor, run_scheduler,
+};
+use qprof_core::clock::process_cpu_nanos;
+use qprof_core::events::Listener;
+use qprof_datafusion::Profiler;
+use qprof_eventlog::listener::EventLogListener;
+
+use crate::bench::{Cost, report};
+use crate::cli::{OverheadArgs, QueryList, data_dir};
+use crate::run::prepare_tpch;
+
+/// Executors per cluster.
+const EXECUTORS: usize = 2;
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// Starts a scheduler and its executors in this process, with qprof inside if `log_dir` is
+/// given (its event logs go there); returns the scheduler's URL.
+async fn start_cluster(log_dir: Option<&std::path::Path>, vcores: usize) -> Result<String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let scheduler = listener.local_addr()?;
+    let observer = log_dir.map(|dir| {
+        let dir = dir.to_path_buf();
+        ClusterObserver::new(Arc::new(move |_app| {
+            vec![Arc::new(EventLogListener::in_dir(dir.clone())) as Arc<dyn Listener>]
+        }))
+    });
+    let options = SchedulerOptions {
+        external_host: "127.0.0.1".to_string(),
+        ..SchedulerOptions::default()
+    };
+    tokio::spawn(async move { run_scheduler(listener, observer, &options).await });
+    for _ in 0..EXECUTORS {
+        let options = ExecutorOptions {
+            scheduler,
+            executor_id: None,
+            host: "127.0.0.1".to_string(),
+            flight_port: free_port()?,
+            grpc_port: free_port()?,
+            vcores,
+            work_dir: None,
+            memory_pool_bytes: None,
+            heartbeat_seconds: 1,
+        };
+        let profiler = log_dir.map(|_| Profiler::new());
+        tokio::spawn(async move { run_executor(&options, profiler).await });
+    }
+    Ok(format!("df://{scheduler}"))
+}
+
+/// A client session on `url`, retried while the scheduler starts.
+async fn connect(url: &str, config: &SessionConfig) -> Result<SessionContext> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match remote_session(url, config.clone()).await {
+            Ok(ctx) => return Ok(ctx),
+            Err(e) if Instant::now() > deadline => {
+                return Err(anyhow::anyhow!("{}", qprof_datafusion::error_line(&e)))
+                    .with_context(|| format!("cannot reach the scheduler at {url}"));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+async fn time_query(ctx: &SessionContext, sql: &str) -> Result<Cost> {
+    let (start, cpu) = (Instant::now(), process_cpu_nanos());
+    ctx.sql(sql).await?.collect().await?;
+    Ok(Cost {
+        wall: start.elapsed(),
+        cpu: Duration::from_nanos(process_cpu_nanos().saturating_sub(cpu)),
+    })
+}
+
+pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
+    let dir = std::path::absolute(data_dir(args.data_dir.as_ref(), &args.tpch))
+        .context("cannot resolve the data directory")?;
+    let paths = prepare_tpch(&args.tpch, &dir)?;
+    let logs = std::env::temp_dir().join(format!("qprof-bench-cluster-{}", std::process::id()));
+    std::fs::create_dir_all(&logs).context("cannot create a directory for the event logs")?;
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let vcores = (cores / EXECUTORS).max(1);
+    let plain_url = start_cluster(None, vcores).await?;
+    let qprof_url = start_cluster(Some(&logs), vcores).await?;
+    let mut config = SessionConfig::new();
+    if let Some(n) = args.partitions {
+        config = config.with_target_partitions(usize::from(n));
+    }
+    let plain = connect(&plain_url, &config).await?;
+    let profiled = connect(&qprof_url, &config).await?;
+    // executors register within a heartbeat of their start
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    qprof_tpch::register_all(&plain, &paths).await?;
+    qprof_tpch::register_all(&profiled, &paths).await?;
+    let queries = QueryList::or_all(args.queries.as_ref());
+    let sqls: Vec<&str> = queries
+        .iter()
+        .map(|&q| qprof_tpch::query(q).with_context(|| format!("no TPC-H query {q}")))
+        .collect::<Result<_>>()?;
+    for sql in &sqls {
+        time_query(&plain, sql).await?;
+        time_query(&profiled, sql).await?;
+    }
+    let rounds = args.rounds as usize;
+    let mut plain_times = vec![vec![Cost::default(); rounds]; queries.len()];
+    let mut profiled_times = plain_times.clone();
+    for round in 0..rounds {
+        for (i, sql) in sqls.iter().enumerate() {
+            if (round + i) % 2 == 0 {
+                plain_times[i][round] = time_query(&plain, sql).await?;
+                profiled_times[i][round] = time_query(&profiled, sql).await?;
+            } else {
+                profiled_times[i][round] = time_query(&profiled, sql).await?;
+                plain_times[i][round] = time_query(&plain, sql).await?;
+            }
+        }
+        eprintln!("round {}/{} done", round + 1, rounds);
+    }
+    println!(
+        "qprof overhead on Ballista, TPC-H SF {}, {EXECUTORS} executors x {vcores} task slots per cluster, {rounds} rounds: medians; ratios are medians over rounds of qprof/plain (cpu: this whole process, both clusters)",
+        args.tpch
+    );
+    report(&queries, &plain_times, &profiled_times);
+    end_session(&qprof_url, &profiled.session_id()).await?;
+    let _ = std::fs::remove_dir_all(&logs);
+    Ok(())
+}

@@ -1,0 +1,270 @@
+//! `qprof cluster scheduler|executor`: Ballista processes with qprof inside, and TPC-H
+//! runs on them (`qprof run --cluster`).
+//!
+//! The event log is written where the scheduler lives: only the scheduler sees every
+//! task, every executor and every heartbeat (and the loss of an executor), and it keeps
+//! them while a client comes and goes. Each client session is one application there.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use datafusion::prelude::SessionConfig;
+use qprof_ballista::ClusterObserver;
+use qprof_ballista::cluster::{
+    ExecutorOptions, SchedulerOptions, end_session, remote_session, run_executor, run_scheduler,
+};
+use qprof_core::events::Listener;
+use qprof_datafusion::Profiler;
+use qprof_eventlog::listener::EventLogListener;
+use qprof_eventlog::writer::{DEFAULT_ROLL_BYTES, LogConfig};
+
+use crate::cli::{QueryList, RunArgs, data_dir, parse_duration};
+use crate::data::parse_size;
+use crate::run::prepare_tpch;
+
+/// `qprof cluster …`
+#[derive(Debug, Subcommand)]
+pub(crate) enum ClusterCommand {
+    /// Run a Ballista scheduler that writes each client session's event log.
+    Scheduler(SchedulerArgs),
+    /// Run a Ballista executor whose tasks qprof measures.
+    Executor(ExecutorArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SchedulerArgs {
+    /// Address to listen on for executors and clients (gRPC).
+    #[arg(long, default_value = "127.0.0.1:50050", value_name = "ADDR")]
+    pub bind: SocketAddr,
+    /// Directory for the event logs (one application per client session).
+    #[arg(long, value_name = "DIR", default_value = "qprof-events")]
+    pub event_log_dir: std::path::PathBuf,
+    /// Compress event logs with zstd.
+    #[arg(long)]
+    pub event_log_compress: bool,
+    /// How long an executor may go without a heartbeat before it counts as lost, e.g. 15s.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub executor_timeout: std::time::Duration,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ExecutorArgs {
+    /// The scheduler's address.
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:50050")]
+    pub scheduler: SocketAddr,
+    /// Host to bind to and be reached by.
+    #[arg(long, default_value = "127.0.0.1", value_name = "HOST")]
+    pub host: String,
+    /// Arrow Flight port other executors fetch shuffle data from.
+    #[arg(long, default_value_t = 50051)]
+    pub flight_port: u16,
+    /// gRPC port the scheduler sends tasks to.
+    #[arg(long, default_value_t = 50052)]
+    pub grpc_port: u16,
+    /// The executor's id (default: a new one).
+    #[arg(long, value_name = "ID")]
+    pub id: Option<String>,
+    /// Task slots (default: the number of cores).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub vcores: Option<u16>,
+    /// Directory for shuffle files (default: a new temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<std::path::PathBuf>,
+    /// Memory pool per task, e.g. 2G (default: unbounded).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub memory_limit: Option<usize>,
+    /// Seconds between heartbeats to the scheduler.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub heartbeat: std::time::Duration,
+}
+
+pub(crate) async fn dispatch(command: ClusterCommand) -> Result<()> {
+    match command {
+        ClusterCommand::Scheduler(args) => scheduler(args).await,
+        ClusterCommand::Executor(args) => executor(args).await,
+    }
+}
+
+async fn scheduler(args: SchedulerArgs) -> Result<()> {
+    crate::cli::check_dir(&args.event_log_dir)?;
+    std::fs::create_dir_all(&args.event_log_dir).with_context(|| {
+        format!(
+            "cannot create the event log directory '{}'",
+            args.event_log_dir.display()
+        )
+    })?;
+    let config = LogConfig {
+        dir: args.event_log_dir.clone(),
+        zstd: args.event_log_compress,
+        roll_bytes: DEFAULT_ROLL_BYTES,
+    };
+    let observer = ClusterObserver::new(Arc::new(move |_app| {
+        vec![Arc::new(EventLogListener::new(config.clone())) as Arc<dyn Listener>]
+    }));
+    let listener = tokio::net::TcpListener::bind(args.bind)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.bind))?;
+    let bound = listener.local_addr()?;
+    let options = SchedulerOptions {
+        external_host: bound.ip().to_string(),
+        executor_timeout_seconds: args.executor_timeout.as_secs().max(1),
+    };
+    println!(
+        "scheduler listening on df://{bound}; event logs in {}",
+        args.event_log_dir.display()
+    );
+    let failures = Arc::clone(&observer);
+    let reporter = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            for (session, failure) in failures.take_listener_failures() {
+                eprintln!("error: cannot write the event log of session {session}: {failure}");
+            }
+        }
+    });
+    let outcome = tokio::select! {
+        served = run_scheduler(listener, Some(Arc::clone(&observer)), &options) => {
+            served.context("the scheduler stopped")
+        }
+        _ = shutdown_signal() => Ok(()),
+    };
+    reporter.abort();
+    // applications still open end with the scheduler
+    observer.finish_all(i32::from(outcome.is_err()));
+    outcome
+}
+
+async fn executor(args: ExecutorArgs) -> Result<()> {
+    if let Some(dir) = &args.work_dir
+        && !dir.is_dir()
+    {
+        bail!("work dir '{}' is not a directory", dir.display());
+    }
+    let vcores = args.vcores.map_or_else(
+        || std::thread::available_parallelism().map_or(1, usize::from),
+        usize::from,
+    );
+    let options = ExecutorOptions {
+        scheduler: args.scheduler,
+        executor_id: args.id.clone(),
+        host: args.host.clone(),
+        flight_port: args.flight_port,
+        grpc_port: args.grpc_port,
+        vcores,
+        work_dir: args.work_dir.as_ref().map(|d| d.display().to_string()),
+        memory_pool_bytes: args.memory_limit.map(|b| b as u64),
+        heartbeat_seconds: args.heartbeat.as_secs().max(1),
+    };
+    println!(
+        "executor {} on {}:{} with {vcores} task slots, scheduler {}",
+        args.id.as_deref().unwrap_or("(new id)"),
+        args.host,
+        args.flight_port,
+        args.scheduler
+    );
+    run_executor(&options, Some(Profiler::new()))
+        .await
+        .context("the executor stopped")
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+/// Checks a `df://HOST:PORT` URL.
+pub(crate) fn parse_cluster_url(s: &str) -> Result<String, String> {
+    let usage = "(e.g. df://127.0.0.1:50050)";
+    let Some(rest) = s.strip_prefix("df://") else {
+        return Err(format!("'{s}' is not a df:// URL {usage}"));
+    };
+    match rest.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(s.to_string()),
+        _ => Err(format!("'{s}' names no HOST:PORT {usage}")),
+    }
+}
+
+/// `qprof run --tpch SF --cluster URL`: the queries as jobs of one client session, whose
+/// profiles the scheduler logs.
+pub(crate) async fn run_tpch(args: RunArgs, url: &str) -> Result<()> {
+    // the executors read the files by these paths, from their own working directories
+    let dir = std::path::absolute(data_dir(args.data_dir.as_ref(), &args.tpch))
+        .context("cannot resolve the data directory")?;
+    let paths = prepare_tpch(&args.tpch, &dir)?;
+    let mut config = SessionConfig::new();
+    if let Some(n) = args.exec.partitions {
+        config = config.with_target_partitions(usize::from(n));
+    }
+    let ctx = remote_session(url, config)
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", qprof_datafusion::error_line(&e)))
+        .with_context(|| format!("cannot reach the scheduler at {url}"))?;
+    qprof_tpch::register_all(&ctx, &paths)
+        .await
+        .context("cannot register TPC-H tables")?;
+    let session_id = ctx.session_id();
+    let mut failed = Vec::new();
+    let mut total_rows = 0_usize;
+    let run_start = Instant::now();
+    for q in QueryList::or_all(args.queries.as_ref()) {
+        let sql = qprof_tpch::query(q).with_context(|| format!("no TPC-H query {q}"))?;
+        let start = Instant::now();
+        let outcome = async {
+            ctx.sql(&format!("SET ballista.job.name = 'q{q}'"))
+                .await?
+                .collect()
+                .await?;
+            ctx.sql(sql).await?.collect().await
+        }
+        .await;
+        match outcome {
+            Ok(batches) => {
+                let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+                total_rows += rows;
+                println!(
+                    "q{q:<3} {rows:>8} rows {:>10.1} ms",
+                    crate::run::millis(start.elapsed())
+                );
+            }
+            Err(e) => {
+                let line = qprof_datafusion::error_line(&e);
+                eprintln!("error: TPC-H query {q}: {line}");
+                failed.push(q);
+            }
+        }
+    }
+    println!(
+        "{total_rows} rows in {:.1} ms on {url} (session {session_id})",
+        crate::run::millis(run_start.elapsed())
+    );
+    end_session(url, &session_id)
+        .await
+        .context("cannot end the session on the scheduler")?;
+    println!("the scheduler writes this run's event log (application of session {session_id})");
+    if !failed.is_empty() {
+        bail!("{} of the queries failed: {failed:?}", failed.len());
+    }
+    Ok(())
+}
