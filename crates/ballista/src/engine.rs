@@ -163,6 +163,9 @@ impl ExecutionEngine for QprofExecutionEngine {
 struct TaskRun {
     profile: QueryProfile,
     figures: TaskFigures,
+    /// Bytes and batches the writer wrote to its shuffle files.
+    written_bytes: u64,
+    written_batches: u64,
 }
 
 /// One task's stage: Ballista's own stage executor over qprof's wrapped plan.
@@ -217,13 +220,22 @@ impl QueryStageExecutor for QprofStageExec {
         let result = self.inner.execute_query_stage(task_id, context).await;
         let wall = clock.elapsed();
         let finish = epoch_millis();
-        let rows = result
-            .as_ref()
-            .map_or(0, |parts| parts.iter().map(|p| p.num_rows).sum());
+        let total = |f: fn(&ShuffleWritePartition) -> u64| {
+            result.as_ref().map_or(0, |parts| parts.iter().map(f).sum())
+        };
+        let (rows, written_bytes, written_batches) = (
+            total(|p| p.num_rows),
+            total(|p| p.num_bytes),
+            total(|p| p.num_batches),
+        );
         let profile = self.profiler.plan_profile(&self.input, rows, wall, start);
         let figures = task_figures(&self.profiler, &profile, start, finish, wall);
-        *self.run.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some(TaskRun { profile, figures });
+        *self.run.lock().unwrap_or_else(PoisonError::into_inner) = Some(TaskRun {
+            profile,
+            figures,
+            written_bytes,
+            written_batches,
+        });
         result
     }
 
@@ -333,8 +345,9 @@ fn index_nodes<'a>(node: &'a ProfileNode, out: &mut HashMap<usize, &'a ProfileNo
 }
 
 /// The shuffle writer's base metrics, which no wrapper measured (Ballista drives it
-/// directly): its rows, and its time as the task's wall time, inclusive and less its
-/// input's slowest partition.
+/// directly, on tasks it spawns): its rows, the batches and bytes it wrote, and its time
+/// as the task's wall time, inclusive and less its input's slowest partition. Its CPU
+/// time and memory are not measured apart from the task's.
 fn writer_metrics(writer: &dyn ExecutionPlan, run: &TaskRun) -> Vec<NodeMetric> {
     let task = TaskRef {
         stage_id: 0,
@@ -383,6 +396,18 @@ fn writer_metrics(writer: &dyn ExecutionPlan, run: &TaskRun) -> Vec<NodeMetric> 
             "number of output rows",
             MetricKind::Sum,
             rows,
+        ),
+        one(
+            names::OUTPUT_VECTORS,
+            "number of output vectors",
+            MetricKind::Sum,
+            run.written_batches,
+        ),
+        one(
+            names::OUTPUT_BYTES,
+            "number of output bytes",
+            MetricKind::Size,
+            run.written_bytes,
         ),
     ]
 }

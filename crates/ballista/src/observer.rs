@@ -13,7 +13,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, mpsc};
 
 use ballista_core::JobId;
 use ballista_core::JobStatusSubscriber;
@@ -47,6 +47,29 @@ pub struct ClusterObserver {
     listeners: ListenerFactory,
     engine: String,
     state: Mutex<ObserverState>,
+    /// Posts every event, in order, on a thread of its own: building a profile and
+    /// writing it never holds up the scheduler.
+    poster: Mutex<mpsc::Sender<Work>>,
+}
+
+/// Something for the posting thread to do.
+type Work = Box<dyn FnOnce() + Send>;
+
+fn start_poster() -> mpsc::Sender<Work> {
+    let (sender, receiver) = mpsc::channel::<Work>();
+    let spawned = std::thread::Builder::new()
+        .name("qprof-cluster-events".to_string())
+        .spawn(move || {
+            for work in receiver {
+                work();
+            }
+        });
+    if spawned.is_err() {
+        // no thread: the work runs where it is queued (see `ClusterObserver::queue`)
+        let (sender, _) = mpsc::channel();
+        return sender;
+    }
+    sender
 }
 
 impl fmt::Debug for ClusterObserver {
@@ -69,8 +92,8 @@ struct Executor {
 
 /// One application: a client session.
 struct App {
-    bus: EventBus,
-    ids: AppIds,
+    bus: Arc<EventBus>,
+    ids: Arc<Mutex<AppIds>>,
     next_query: usize,
 }
 
@@ -106,7 +129,40 @@ impl ClusterObserver {
             listeners,
             engine: format!("DataFusion {} on Ballista", datafusion::DATAFUSION_VERSION),
             state: Mutex::new(ObserverState::default()),
+            poster: Mutex::new(start_poster()),
         })
+    }
+
+    /// Runs `work` on the posting thread, after everything queued before it.
+    fn queue(&self, work: impl FnOnce() + Send + 'static) {
+        let sender = self.poster.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Err(mpsc::SendError(work)) = sender.send(Box::new(work)) {
+            work();
+        }
+    }
+
+    /// Posts `event` on `bus`, in order with every other event.
+    fn post(&self, bus: &Arc<EventBus>, event: Event) {
+        let bus = Arc::clone(bus);
+        self.queue(move || bus.post(&event));
+    }
+
+    /// Waits until everything queued so far was posted.
+    pub fn flush(&self) {
+        let (done, waited) = mpsc::channel();
+        self.queue(move || {
+            let _ = done.send(());
+        });
+        let _ = waited.recv();
+    }
+
+    /// Waits, without blocking the async runtime, until everything queued so far was posted.
+    async fn flushed(&self) {
+        let (done, waited) = tokio::sync::oneshot::channel();
+        self.queue(move || {
+            let _ = done.send(());
+        });
+        let _ = waited.await;
     }
 
     fn lock(&self) -> MutexGuard<'_, ObserverState> {
@@ -154,18 +210,21 @@ impl ClusterObserver {
 
     /// Ends every open application, e.g. when the scheduler stops.
     pub fn finish_all(&self, exit_code: i32) {
-        let mut state = self.lock();
-        for (_, app) in state.apps.drain() {
-            app.bus
-                .post(&Event::AppEnd(AppEnd::new(epoch_millis(), exit_code)));
+        let apps: Vec<App> = self.lock().apps.drain().map(|(_, app)| app).collect();
+        for app in apps {
+            self.post(
+                &app.bus,
+                Event::AppEnd(AppEnd::new(epoch_millis(), exit_code)),
+            );
         }
+        self.flush();
     }
 
     /// Ends the application of `session`, if it is open.
     fn end_session(&self, session: &str) {
         let mut state = self.lock();
         if let Some(app) = state.apps.remove(session) {
-            app.bus.post(&Event::AppEnd(AppEnd::new(epoch_millis(), 0)));
+            self.post(&app.bus, Event::AppEnd(AppEnd::new(epoch_millis(), 0)));
         }
         state.ended_sessions.insert(session.to_string());
     }
@@ -191,29 +250,32 @@ impl ClusterObserver {
                 .collect();
             info.properties
                 .push(("qprof.cluster.session".to_string(), session.to_string()));
-            let bus = EventBus::new();
+            let bus = Arc::new(EventBus::new());
             for listener in (self.listeners)(&info) {
                 // a failure is kept by the bus for whoever asks
                 let _ = bus.add_listener(listener);
             }
-            bus.post(&Event::AppStart(info.clone()));
+            self.post(&bus, Event::AppStart(info.clone()));
             let mut executors: Vec<(&String, &Executor)> = state.executors.iter().collect();
             executors.sort_by_key(|(id, _)| id.as_str());
             for (id, e) in executors {
-                bus.post(&Event::ExecutorAdded(ExecutorAdded {
-                    id: id.clone(),
-                    host: e.host.clone(),
-                    port: e.port,
-                    cores: e.cores,
-                    epoch_millis: e.added_epoch_millis.max(info.start_epoch_millis),
-                }));
+                self.post(
+                    &bus,
+                    Event::ExecutorAdded(ExecutorAdded {
+                        id: id.clone(),
+                        host: e.host.clone(),
+                        port: e.port,
+                        cores: e.cores,
+                        epoch_millis: e.added_epoch_millis.max(info.start_epoch_millis),
+                    }),
+                );
             }
             state.ended_sessions.remove(session);
             state.apps.insert(
                 session.to_string(),
                 App {
                     bus,
-                    ids: AppIds::default(),
+                    ids: Arc::new(Mutex::new(AppIds::default())),
                     next_query: 0,
                 },
             );
@@ -267,12 +329,16 @@ impl ClusterObserver {
         } else {
             graph.job_name().to_string()
         };
-        app.bus.post(&Event::QueryStart(QueryStart {
-            id: query,
-            description: description.clone(),
-            text: text.clone(),
-            start_epoch_millis: start,
-        }));
+        let bus = Arc::clone(&app.bus);
+        self.post(
+            &bus,
+            Event::QueryStart(QueryStart {
+                id: query,
+                description: description.clone(),
+                text: text.clone(),
+                start_epoch_millis: start,
+            }),
+        );
         let job = state.jobs.entry(job_id.as_str().to_string()).or_default();
         job.name = description;
         job.session = Some(session);
@@ -319,21 +385,30 @@ impl ClusterObserver {
         let Some(app) = state.apps.get_mut(&session) else {
             return;
         };
-        let profile = query_profile(graph.as_ref(), query, &text, &view, &mut app.ids);
-        let plan_text = datafusion::physical_plan::displayable(graph.physical_plan().as_ref())
-            .indent(false)
-            .to_string();
-        app.bus.post(&Event::QueryEnd(Box::new(QueryEnd {
-            id: query,
-            description: name,
-            text,
-            plan_text,
-            start_epoch_millis: start,
-            end_epoch_millis: end_of(graph.end_time(), start),
-            profile: Some(profile),
-            error,
-        })));
+        let (bus, ids) = (Arc::clone(&app.bus), Arc::clone(&app.ids));
         state.jobs.remove(&key);
+        drop(state);
+        // the profile is built and written on the posting thread, from a copy of the graph
+        let graph = graph.cloned();
+        self.queue(move || {
+            let profile = {
+                let mut ids = ids.lock().unwrap_or_else(PoisonError::into_inner);
+                query_profile(graph.as_ref(), query, &text, &view, &mut ids)
+            };
+            let plan_text = datafusion::physical_plan::displayable(graph.physical_plan().as_ref())
+                .indent(false)
+                .to_string();
+            bus.post(&Event::QueryEnd(Box::new(QueryEnd {
+                id: query,
+                description: name,
+                text,
+                plan_text,
+                start_epoch_millis: start,
+                end_epoch_millis: end_of(graph.end_time(), start),
+                profile: Some(profile),
+                error,
+            })));
+        });
     }
 
     fn executor_registered(&self, metadata: &ExecutorMetadata, spec: &ExecutorData) {
@@ -346,13 +421,16 @@ impl ClusterObserver {
             added_epoch_millis: now,
         };
         for app in state.apps.values() {
-            app.bus.post(&Event::ExecutorAdded(ExecutorAdded {
-                id: metadata.id.clone(),
-                host: executor.host.clone(),
-                port: executor.port,
-                cores: executor.cores,
-                epoch_millis: now,
-            }));
+            self.post(
+                &app.bus,
+                Event::ExecutorAdded(ExecutorAdded {
+                    id: metadata.id.clone(),
+                    host: executor.host.clone(),
+                    port: executor.port,
+                    cores: executor.cores,
+                    epoch_millis: now,
+                }),
+            );
         }
         state.removed.remove(&metadata.id);
         state.executors.insert(metadata.id.clone(), executor);
@@ -376,11 +454,14 @@ impl ClusterObserver {
             "removed from the cluster".to_string()
         };
         for app in state.apps.values() {
-            app.bus.post(&Event::ExecutorRemoved(ExecutorRemoved {
-                id: executor_id.to_string(),
-                reason: reason.clone(),
-                epoch_millis: now,
-            }));
+            self.post(
+                &app.bus,
+                Event::ExecutorRemoved(ExecutorRemoved {
+                    id: executor_id.to_string(),
+                    reason: reason.clone(),
+                    epoch_millis: now,
+                }),
+            );
         }
         state.removed.insert(executor_id.to_string(), (now, reason));
     }
@@ -538,6 +619,8 @@ impl JobState for ObservedJobState {
 
     async fn remove_session(&self, session_id: &str) -> Result<()> {
         self.observer.end_session(session_id);
+        // the session's log is complete when its client hears back
+        self.observer.flushed().await;
         self.inner.remove_session(session_id).await
     }
 

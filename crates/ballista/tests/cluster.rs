@@ -221,6 +221,21 @@ async fn a_query_on_two_executors_is_profiled_per_task_and_executor() {
         );
         assert_ne!(r.children[0].stage_id, r.stage_id);
     }
+    // each shuffle writer wrote what its stage produced
+    for writer in nodes
+        .iter()
+        .filter(|n| n.name.ends_with("ShuffleWriterExec"))
+    {
+        let value = |name: &str| {
+            writer
+                .metrics
+                .iter()
+                .find(|m| m.name == name)
+                .map_or(0, |m| m.value)
+        };
+        assert!(value(names::OUTPUT_ROWS) > 0, "{}", writer.display);
+        assert!(value(names::OUTPUT_BYTES) > value(names::OUTPUT_ROWS));
+    }
     assert_eq!(profile.rows, 50);
     // tasks name their executors; both executors ran some; each executor has the stage's
     // memory peaks

@@ -655,10 +655,17 @@ impl<'q> QueryEvents<'q> {
             }
         }
         let figures = task_figures(&self.nodes, stage, task);
-        // the task's own execution peak, the stage's other regions
+        // the task's own execution peak, the other regions of its executor in the stage
+        let executor_memory = task.executor.as_ref().and_then(|e| {
+            stage
+                .executor_memory
+                .iter()
+                .find(|(id, _)| *id == e.id)
+                .map(|(_, m)| *m)
+        });
         let task_memory = MemorySample {
             execution_bytes: u64::try_from(peak).unwrap_or(0),
-            ..stage.memory.unwrap_or_default()
+            ..executor_memory.or(stage.memory).unwrap_or_default()
         };
         let finish = (task.finish_epoch_millis as i64).max(task.start_epoch_millis as i64);
         json!({

@@ -629,6 +629,18 @@ fn a_cluster_application_shows_each_executor_with_its_stage_peaks() {
     assert_eq!(lost["isActive"], false);
     assert_eq!(lost["removeReason"], "lost: no heartbeat");
     assert_eq!(lost["hostPort"].as_str().unwrap(), "host-a:7337");
+    // each executor's peaks are its own, not another's on the same stage
+    let peak_rss = |id: &str| {
+        all.as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["id"] == id)
+            .unwrap()["peakMemoryMetrics"]["ProcessTreeJVMRSSMemory"]
+            .as_i64()
+            .unwrap()
+    };
+    assert_eq!(peak_rss("exec-a"), 90 << 20);
+    assert_eq!(peak_rss("exec-b"), 75 << 20);
     // the active list leaves the lost executor out
     let active = rest::executors(state, false);
     assert!(
