@@ -139,10 +139,10 @@ pub async fn run_executor(
 }
 
 /// A client session on the cluster whose scheduler is at `url` (`df://HOST:PORT`), with
-/// `config` (a job's name, partitions, …).
+/// `config` (a job's name, partitions, …). It connects with its first query.
 ///
 /// # Errors
-/// When the scheduler cannot be reached.
+/// When `url` is not a scheduler's URL.
 pub async fn remote_session(
     url: &str,
     config: datafusion::prelude::SessionConfig,

@@ -299,42 +299,33 @@ fn task_figures(
 fn add_qprof_metrics(sets: &mut [MetricsSet], writer: &Arc<dyn ExecutionPlan>, run: &TaskRun) {
     let mut nodes = HashMap::new();
     index_nodes(&run.profile.plan, &mut nodes);
-    let mut slot = 0;
-    let mut visit = |plan: &Arc<dyn ExecutionPlan>, slot: &mut usize, sets: &mut [MetricsSet]| {
+    let writer_extra = || {
+        let mut extra = run.figures.encode();
+        extra.extend(wire::encode_operator(&writer_metrics(writer.as_ref(), run)));
+        extra
+    };
+    let mut slots = sets.iter_mut();
+    let mut pending = vec![Arc::clone(writer)];
+    // pre-order, as Ballista's `collect_plan_metrics` walks: children pushed in reverse
+    while let Some(plan) = pending.pop() {
+        pending.extend(plan.children().into_iter().rev().cloned());
         if plan.metrics().is_none() {
-            return;
+            continue;
         }
-        let Some(set) = sets.get_mut(*slot) else {
+        let Some(set) = slots.next() else {
             return;
         };
-        *slot += 1;
-        let extra = if Arc::ptr_eq(plan, writer) {
-            let mut extra = run.figures.encode();
-            extra.extend(wire::encode_operator(&writer_metrics(plan.as_ref(), run)));
-            extra
-        } else if let Some(node) =
-            ProfiledExec::of(plan.as_ref()).and_then(|e| nodes.get(&e.node_id()))
-        {
-            wire::encode_operator(&node.metrics)
+        let extra = if Arc::ptr_eq(&plan, writer) {
+            writer_extra()
         } else {
-            Vec::new()
+            ProfiledExec::of(plan.as_ref())
+                .and_then(|e| nodes.get(&e.node_id()))
+                .map_or_else(Vec::new, |node| wire::encode_operator(&node.metrics))
         };
         for metric in extra {
             set.push(Arc::new(metric));
         }
-    };
-    fn walk(
-        plan: &Arc<dyn ExecutionPlan>,
-        slot: &mut usize,
-        sets: &mut [MetricsSet],
-        visit: &mut impl FnMut(&Arc<dyn ExecutionPlan>, &mut usize, &mut [MetricsSet]),
-    ) {
-        visit(plan, slot, sets);
-        for child in plan.children() {
-            walk(child, slot, sets, visit);
-        }
     }
-    walk(writer, &mut slot, sets, &mut visit);
 }
 
 fn index_nodes<'a>(node: &'a ProfileNode, out: &mut HashMap<usize, &'a ProfileNode>) {

@@ -3,7 +3,7 @@
 //! whose every operator has qprof's metrics, and tasks name the executors that ran them.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use datafusion::arrow::array::{Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
@@ -116,19 +116,8 @@ async fn a_query_on_two_executors_is_profiled_per_task_and_executor() {
     }
     let url = format!("df://{scheduler}");
     let config = SessionConfig::new().with_target_partitions(4);
-    let ctx = {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            match remote_session(&url, config.clone()).await {
-                Ok(ctx) => break ctx,
-                Err(e) if Instant::now() < deadline => {
-                    let _ = e;
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Err(e) => panic!("no scheduler: {e}"),
-            }
-        }
-    };
+    // the session connects with its first query
+    let ctx = remote_session(&url, config.clone()).await.unwrap();
     // both executors registered before the job, so that both can get its tasks
     tokio::time::sleep(Duration::from_secs(3)).await;
     ctx.register_parquet("t", &table, ParquetReadOptions::default())

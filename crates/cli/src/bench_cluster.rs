@@ -64,19 +64,12 @@ async fn start_cluster(log_dir: Option<&std::path::Path>, vcores: usize) -> Resu
     Ok(format!("df://{scheduler}"))
 }
 
-/// A client session on `url`, retried while the scheduler starts.
+/// A client session on `url` (it connects with its first query).
 async fn connect(url: &str, config: &SessionConfig) -> Result<SessionContext> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match remote_session(url, config.clone()).await {
-            Ok(ctx) => return Ok(ctx),
-            Err(e) if Instant::now() > deadline => {
-                return Err(anyhow::anyhow!("{}", qprof_datafusion::error_line(&e)))
-                    .with_context(|| format!("cannot reach the scheduler at {url}"));
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
-    }
+    remote_session(url, config.clone())
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", qprof_datafusion::error_line(&e)))
+        .with_context(|| format!("cannot open a session on {url}"))
 }
 
 async fn time_query(ctx: &SessionContext, sql: &str) -> Result<Cost> {

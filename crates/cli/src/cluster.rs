@@ -220,7 +220,7 @@ pub(crate) async fn run_tpch(args: RunArgs, url: &str) -> Result<()> {
     let ctx = remote_session(url, config)
         .await
         .map_err(|e| anyhow::anyhow!("{}", qprof_datafusion::error_line(&e)))
-        .with_context(|| format!("cannot reach the scheduler at {url}"))?;
+        .with_context(|| format!("cannot open a session on {url}"))?;
     qprof_tpch::register_all(&ctx, &paths)
         .await
         .context("cannot register TPC-H tables")?;
