@@ -55,7 +55,8 @@ enum Files {
     /// The files stay until the query ends: the directory showed every byte.
     Kept,
     /// The files are read back and deleted while others are written (a repartition's
-    /// spill pool): the watcher may miss a file's last bytes, or a file, before it goes.
+    /// spill pool, a sort-merge join's buffered batches): the watcher may miss a file's
+    /// last bytes, or a file, before it goes.
     Consumed,
 }
 
@@ -245,7 +246,8 @@ async fn a_sort_merge_join_over_its_memory_limit_reports_its_buffered_side_spill
     .await;
     // two rows of a match each of b's rows
     assert_eq!(run.rows, 1_200_000);
-    let spilled = run.check();
+    // the join's buffered batches are read back and their files deleted while it runs
+    let spilled = run.check_files(Files::Consumed);
     let text = run.profile.render_text(0);
     let join = spilled
         .iter()
