@@ -34,7 +34,7 @@ use qprof_core::events::{
 };
 use qprof_core::executor_memory::MemorySample;
 
-use crate::profile::{AppIds, ClusterView, LaunchedTask, query_profile};
+use crate::profile::{AppIds, ClusterView, JobRecord, LaunchedTask, query_profile};
 
 /// Heartbeat samples kept per executor (at one a second, over an hour).
 const KEPT_HEARTBEATS: usize = 4096;
@@ -157,7 +157,7 @@ impl ClusterObserver {
     }
 
     /// Waits, without blocking the async runtime, until everything queued so far was posted.
-    async fn flushed(&self) {
+    pub async fn flushed(&self) {
         let (done, waited) = tokio::sync::oneshot::channel();
         self.queue(move || {
             let _ = done.send(());
@@ -388,14 +388,15 @@ impl ClusterObserver {
         let (bus, ids) = (Arc::clone(&app.bus), Arc::clone(&app.ids));
         state.jobs.remove(&key);
         drop(state);
-        // the profile is built and written on the posting thread, from a copy of the graph
-        let graph = graph.cloned();
+        // the profile is built and written on the posting thread, from what it needs of
+        // the graph
+        let job = JobRecord::of(graph.as_ref());
         self.queue(move || {
             let profile = {
                 let mut ids = ids.lock().unwrap_or_else(PoisonError::into_inner);
-                query_profile(graph.as_ref(), query, &text, &view, &mut ids)
+                query_profile(&job, query, &text, &view, &mut ids)
             };
-            let plan_text = datafusion::physical_plan::displayable(graph.physical_plan().as_ref())
+            let plan_text = datafusion::physical_plan::displayable(job.physical_plan().as_ref())
                 .indent(false)
                 .to_string();
             bus.post(&Event::QueryEnd(Box::new(QueryEnd {
@@ -404,7 +405,7 @@ impl ClusterObserver {
                 text,
                 plan_text,
                 start_epoch_millis: start,
-                end_epoch_millis: end_of(graph.end_time(), start),
+                end_epoch_millis: end_of(job.end_time(), start),
                 profile: Some(profile),
                 error,
             })));

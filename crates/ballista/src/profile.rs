@@ -3,6 +3,7 @@
 //! by Ballista task, and each stage's tasks with the executors that ran them.
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 use std::sync::Arc;
 
 use ballista_core::execution_plans::{
@@ -59,6 +60,95 @@ pub struct AppIds {
     next_task: u64,
 }
 
+/// What a finished job's profile is built from, copied out of its execution graph: each
+/// stage's plan, tasks, metrics and consumers, and the job's plan and times. Much less
+/// than the whole graph (no shuffle locations, no pending state), so taking it on
+/// Ballista's `save_job` path and dropping it later cost little.
+pub struct JobRecord {
+    stages: HashMap<usize, StageRecord>,
+    physical_plan: Arc<dyn ExecutionPlan>,
+    start_time: u64,
+    end_time: u64,
+}
+
+/// One Ballista stage's plan, tasks and metrics, and the stages that read it.
+struct StageRecord {
+    plan: Arc<dyn ExecutionPlan>,
+    tasks: Vec<TaskInfo>,
+    metrics: Option<Vec<MetricsSet>>,
+    output_links: Vec<usize>,
+}
+
+impl fmt::Debug for JobRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JobRecord")
+            .field("stages", &self.stages.len())
+            .field("start_time", &self.start_time)
+            .field("end_time", &self.end_time)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JobRecord {
+    /// The parts of `graph` a profile needs.
+    pub fn of(graph: &dyn ExecutionGraph) -> JobRecord {
+        let stages = graph
+            .stages()
+            .iter()
+            .map(|(&id, stage)| (id, StageRecord::of(stage)))
+            .collect();
+        JobRecord {
+            stages,
+            physical_plan: graph.physical_plan(),
+            start_time: graph.start_time(),
+            end_time: graph.end_time(),
+        }
+    }
+
+    /// The job's whole physical plan, as the client's session planned it.
+    pub fn physical_plan(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.physical_plan
+    }
+
+    /// When the job ended, epoch ms (0 if the graph did not say).
+    pub fn end_time(&self) -> u64 {
+        self.end_time
+    }
+}
+
+impl StageRecord {
+    fn of(stage: &ExecutionStage) -> StageRecord {
+        let (plan, tasks, metrics, output_links) = match stage {
+            ExecutionStage::UnResolved(s) => (&s.plan, None, None, &s.output_links),
+            ExecutionStage::Resolved(s) => (&s.plan, None, None, &s.output_links),
+            ExecutionStage::Running(s) => (
+                &s.plan,
+                Some(&s.task_infos),
+                s.stage_metrics.as_ref(),
+                &s.output_links,
+            ),
+            ExecutionStage::Successful(s) => (
+                &s.plan,
+                Some(&s.task_infos),
+                Some(&s.stage_metrics),
+                &s.output_links,
+            ),
+            ExecutionStage::Failed(s) => (
+                &s.plan,
+                Some(&s.task_infos),
+                s.stage_metrics.as_ref(),
+                &s.output_links,
+            ),
+        };
+        StageRecord {
+            plan: Arc::clone(plan),
+            tasks: tasks.cloned().unwrap_or_default(),
+            metrics: metrics.cloned(),
+            output_links: output_links.clone(),
+        }
+    }
+}
+
 /// One Ballista stage's plan, tasks and metrics.
 struct StageView<'a> {
     plan: &'a Arc<dyn ExecutionPlan>,
@@ -66,43 +156,11 @@ struct StageView<'a> {
     metrics: Option<&'a [MetricsSet]>,
 }
 
-fn stage_view(stage: &ExecutionStage) -> StageView<'_> {
-    match stage {
-        ExecutionStage::UnResolved(s) => StageView {
-            plan: &s.plan,
-            tasks: &[],
-            metrics: None,
-        },
-        ExecutionStage::Resolved(s) => StageView {
-            plan: &s.plan,
-            tasks: &[],
-            metrics: None,
-        },
-        ExecutionStage::Running(s) => StageView {
-            plan: &s.plan,
-            tasks: &s.task_infos,
-            metrics: s.stage_metrics.as_deref(),
-        },
-        ExecutionStage::Successful(s) => StageView {
-            plan: &s.plan,
-            tasks: &s.task_infos,
-            metrics: Some(&s.stage_metrics),
-        },
-        ExecutionStage::Failed(s) => StageView {
-            plan: &s.plan,
-            tasks: &s.task_infos,
-            metrics: s.stage_metrics.as_deref(),
-        },
-    }
-}
-
-fn output_links(stage: &ExecutionStage) -> &[usize] {
-    match stage {
-        ExecutionStage::UnResolved(s) => &s.output_links,
-        ExecutionStage::Resolved(s) => &s.output_links,
-        ExecutionStage::Running(s) => &s.output_links,
-        ExecutionStage::Successful(s) => &s.output_links,
-        ExecutionStage::Failed(s) => &s.output_links,
+fn stage_view(stage: &StageRecord) -> StageView<'_> {
+    StageView {
+        plan: &stage.plan,
+        tasks: &stage.tasks,
+        metrics: stage.metrics.as_deref(),
     }
 }
 
@@ -293,24 +351,24 @@ impl Builder<'_> {
 
 /// The profile of the job `graph` describes, query `id` of its application.
 pub fn query_profile(
-    graph: &dyn ExecutionGraph,
+    job: &JobRecord,
     id: usize,
     sql: &str,
     cluster: &ClusterView,
     ids: &mut AppIds,
 ) -> QueryProfile {
-    let stages: HashMap<usize, StageView<'_>> = graph
-        .stages()
+    let stages: HashMap<usize, StageView<'_>> = job
+        .stages
         .iter()
         .map(|(&stage, s)| (stage, stage_view(s)))
         .collect();
-    let last_stage = graph
-        .stages()
+    let last_stage = job
+        .stages
         .iter()
-        .filter(|(_, s)| output_links(s).is_empty())
+        .filter(|(_, s)| s.output_links.is_empty())
         .map(|(&id, _)| id)
         .max()
-        .or_else(|| graph.stages().keys().max().copied())
+        .or_else(|| job.stages.keys().max().copied())
         .unwrap_or(0);
     // application ids: stages in Ballista's order (inputs first), then their tasks
     let mut ballista_stages: Vec<usize> = stages.keys().copied().collect();
@@ -357,7 +415,7 @@ pub fn query_profile(
         .stages
         .get(&last_stage)
         .map(|s| Arc::clone(s.plan))
-        .unwrap_or_else(|| graph.physical_plan());
+        .unwrap_or_else(|| Arc::clone(&job.physical_plan));
     let mut slot = 0;
     let plan = builder.node(&root_plan, last_stage, &mut slot);
     let nodes = index(&plan);
@@ -373,11 +431,11 @@ pub fn query_profile(
         .iter()
         .find(|m| m.name == names::OUTPUT_ROWS)
         .map_or(0, |m| u64::try_from(m.value).unwrap_or(0));
-    let start = match graph.start_time() {
+    let start = match job.start_time {
         0 => qprof_core::clock::epoch_millis(),
         t => t,
     };
-    let end = crate::observer::end_of(graph.end_time(), start);
+    let end = crate::observer::end_of(job.end_time, start);
     QueryProfile {
         id,
         sql: sql.to_string(),

@@ -31,8 +31,11 @@ fn free_port() -> Result<u16> {
 }
 
 /// Starts a scheduler and its executors in this process, with qprof inside if `log_dir` is
-/// given (its event logs go there); returns the scheduler's URL.
-async fn start_cluster(log_dir: Option<&std::path::Path>, vcores: usize) -> Result<String> {
+/// given (its event logs go there); returns the scheduler's URL and its observer.
+async fn start_cluster(
+    log_dir: Option<&std::path::Path>,
+    vcores: usize,
+) -> Result<(String, Option<Arc<ClusterObserver>>)> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let scheduler = listener.local_addr()?;
     let observer = log_dir.map(|dir| {
@@ -45,7 +48,8 @@ async fn start_cluster(log_dir: Option<&std::path::Path>, vcores: usize) -> Resu
         external_host: "127.0.0.1".to_string(),
         ..SchedulerOptions::default()
     };
-    tokio::spawn(async move { run_scheduler(listener, observer, &options).await });
+    let observed = observer.clone();
+    tokio::spawn(async move { run_scheduler(listener, observed, &options).await });
     for _ in 0..EXECUTORS {
         let options = ExecutorOptions {
             scheduler,
@@ -61,7 +65,7 @@ async fn start_cluster(log_dir: Option<&std::path::Path>, vcores: usize) -> Resu
         let profiler = log_dir.map(|_| Profiler::new());
         tokio::spawn(async move { run_executor(&options, profiler).await });
     }
-    Ok(format!("df://{scheduler}"))
+    Ok((format!("df://{scheduler}"), observer))
 }
 
 /// A client session on `url` (it connects with its first query).
@@ -72,11 +76,23 @@ async fn connect(url: &str, config: &SessionConfig) -> Result<SessionContext> {
         .with_context(|| format!("cannot open a session on {url}"))
 }
 
-async fn time_query(ctx: &SessionContext, sql: &str) -> Result<Cost> {
+/// Runs `sql` once: its wall time is the client's, from SQL text to the last batch; its CPU
+/// time, the whole process's until then, or until `observer` has posted (and logged)
+/// everything the query left it, so that no profile is built or written while the
+/// other cluster's next query runs.
+async fn time_query(
+    ctx: &SessionContext,
+    sql: &str,
+    observer: Option<&ClusterObserver>,
+) -> Result<Cost> {
     let (start, cpu) = (Instant::now(), process_cpu_nanos());
     ctx.sql(sql).await?.collect().await?;
+    let wall = start.elapsed();
+    if let Some(observer) = observer {
+        observer.flushed().await;
+    }
     Ok(Cost {
-        wall: start.elapsed(),
+        wall,
         cpu: Duration::from_nanos(process_cpu_nanos().saturating_sub(cpu)),
     })
 }
@@ -89,8 +105,9 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
     std::fs::create_dir_all(&logs).context("cannot create a directory for the event logs")?;
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let vcores = (cores / EXECUTORS).max(1);
-    let plain_url = start_cluster(None, vcores).await?;
-    let qprof_url = start_cluster(Some(&logs), vcores).await?;
+    let (plain_url, _) = start_cluster(None, vcores).await?;
+    let (qprof_url, observer) = start_cluster(Some(&logs), vcores).await?;
+    let observer = observer.as_deref();
     let mut config = SessionConfig::new();
     if let Some(n) = args.partitions {
         config = config.with_target_partitions(usize::from(n));
@@ -107,8 +124,8 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
         .map(|&q| qprof_tpch::query(q).with_context(|| format!("no TPC-H query {q}")))
         .collect::<Result<_>>()?;
     for sql in &sqls {
-        time_query(&plain, sql).await?;
-        time_query(&profiled, sql).await?;
+        time_query(&plain, sql, None).await?;
+        time_query(&profiled, sql, observer).await?;
     }
     let rounds = args.rounds as usize;
     let mut plain_times = vec![vec![Cost::default(); rounds]; queries.len()];
@@ -116,11 +133,11 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
     for round in 0..rounds {
         for (i, sql) in sqls.iter().enumerate() {
             if (round + i) % 2 == 0 {
-                plain_times[i][round] = time_query(&plain, sql).await?;
-                profiled_times[i][round] = time_query(&profiled, sql).await?;
+                plain_times[i][round] = time_query(&plain, sql, None).await?;
+                profiled_times[i][round] = time_query(&profiled, sql, observer).await?;
             } else {
-                profiled_times[i][round] = time_query(&profiled, sql).await?;
-                plain_times[i][round] = time_query(&plain, sql).await?;
+                profiled_times[i][round] = time_query(&profiled, sql, observer).await?;
+                plain_times[i][round] = time_query(&plain, sql, None).await?;
             }
         }
         eprintln!("round {}/{} done", round + 1, rounds);

@@ -57,9 +57,19 @@ impl MemorySample {
 /// The process's own regions: heap in use, file-backed resident, resident and virtual size
 /// (0 where the platform does not say).
 pub fn process_memory() -> MemorySample {
-    let (rss_bytes, virtual_bytes) = resident_and_virtual();
     MemorySample {
         heap_bytes: heap_in_use(),
+        ..process_memory_except_heap()
+    }
+}
+
+/// The process's regions the kernel reports (file-backed resident, resident and virtual
+/// size), with the heap left at 0: reading the heap (glibc's `mallinfo2`) walks every
+/// arena's free lists and consolidates its fast bins, which costs far more than these
+/// reads on a busy heap.
+pub fn process_memory_except_heap() -> MemorySample {
+    let (rss_bytes, virtual_bytes) = resident_and_virtual();
+    MemorySample {
         file_mapped_bytes: file_backed_resident(),
         rss_bytes,
         virtual_bytes,
@@ -189,6 +199,12 @@ impl MemoryRecorder {
             .rev()
             .find(|s| s.epoch_millis <= millis)
             .copied()
+    }
+
+    /// The sample recorded last, if any.
+    pub fn last(&self) -> Option<MemorySample> {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.samples.last().copied()
     }
 
     /// Each region's largest value over every sample recorded.

@@ -49,7 +49,7 @@ impl PlanCounters {
         let tracker = Arc::new(MemoryTracker::default());
         stages.insert(stage, Arc::clone(&tracker));
         drop(stages);
-        self.memory.sample();
+        self.memory.sample_at_boundary();
         tracker
     }
 

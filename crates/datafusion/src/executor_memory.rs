@@ -1,12 +1,15 @@
-//! The executor's memory, sampled: on the process updater's heartbeat, when a stage of a
-//! query starts, and when a query ends. In one process the driver is the executor.
+//! The executor's memory, sampled: on the process updater's heartbeat (every region), and
+//! when a stage of a query starts and when a query ends (every region but the heap, which
+//! keeps its last heartbeat's reading). In one process the driver is the executor.
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use datafusion::execution::memory_pool::MemoryPool;
 use qprof_core::clock::epoch_millis;
-use qprof_core::executor_memory::{MemoryRecorder, MemorySample, process_memory};
+use qprof_core::executor_memory::{
+    MemoryRecorder, MemorySample, process_memory, process_memory_except_heap,
+};
 use qprof_core::periodic::Heartbeat;
 
 use crate::io::process_updater;
@@ -71,8 +74,28 @@ impl MemoryMonitor {
         }
     }
 
-    /// Reads every region now and keeps the reading.
+    /// Reads every region now and keeps the reading (the heartbeat's sample).
     pub(crate) fn sample(&self) -> MemorySample {
+        self.record(process_memory())
+    }
+
+    /// Reads every region but the heap now, and keeps the reading with the heap of the
+    /// last full one: the sample taken as a stage starts or a query (or a cluster's task)
+    /// ends, where a heap reading per stage would cost more than the rest of qprof's
+    /// bookkeeping for it. The heap is read on the heartbeat (and here, if nothing was read
+    /// before).
+    pub(crate) fn sample_at_boundary(&self) -> MemorySample {
+        let Some(heap_bytes) = self.recorder.last().map(|s| s.heap_bytes) else {
+            return self.sample();
+        };
+        self.record(MemorySample {
+            heap_bytes,
+            ..process_memory_except_heap()
+        })
+    }
+
+    /// Keeps `process` with the pools' and the cache's memory now.
+    fn record(&self, process: MemorySample) -> MemorySample {
         let execution_bytes = {
             let pools = self.pools.lock().unwrap_or_else(PoisonError::into_inner);
             pools
@@ -85,7 +108,7 @@ impl MemoryMonitor {
             epoch_millis: epoch_millis(),
             execution_bytes,
             storage_bytes: self.read_cache.as_ref().map_or(0, |c| c.memory_bytes()),
-            ..process_memory()
+            ..process
         };
         self.recorder.record(sample);
         sample
@@ -102,5 +125,32 @@ impl Drop for MemoryMonitor {
         if let Some(heartbeat) = self.heartbeat.get() {
             process_updater().stop(heartbeat.as_ref());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_boundary_sample_carries_the_heap_of_the_last_full_reading() {
+        let monitor = MemoryMonitor::new(None);
+        // nothing read yet: the first boundary sample reads the heap itself
+        let first = monitor.sample_at_boundary();
+        if cfg!(all(target_os = "linux", target_env = "gnu")) {
+            assert!(first.heap_bytes > 0, "{first:?}");
+        }
+        // the heap grows by far more than any carried reading could hide
+        let held: Vec<u8> = vec![1; 64 << 20];
+        let boundary = monitor.sample_at_boundary();
+        assert_eq!(boundary.heap_bytes, first.heap_bytes);
+        assert!(boundary.rss_bytes > 0);
+        let full = monitor.sample();
+        if cfg!(all(target_os = "linux", target_env = "gnu")) {
+            assert!(full.heap_bytes >= first.heap_bytes + (32 << 20), "{full:?}");
+        }
+        assert_eq!(monitor.sample_at_boundary().heap_bytes, full.heap_bytes);
+        assert_eq!(monitor.recorder().peaks().heap_bytes, full.heap_bytes);
+        drop(std::hint::black_box(held));
     }
 }

@@ -92,15 +92,16 @@ fn with_function_metrics(profile: &QueryProfile) -> QueryProfile {
 }
 
 /// Accumulator ids of every (node, metric) of a plan, assigned in pre-order.
-struct Accumulators(HashMap<(usize, String), i64>);
+struct Accumulators(HashMap<usize, HashMap<String, i64>>);
 
 impl Accumulators {
     fn assign(plan: &ProfileNode, ids: &mut IdCounters) -> Accumulators {
-        let mut map = HashMap::new();
+        let mut map: HashMap<usize, HashMap<String, i64>> = HashMap::new();
         for node in plan.iter() {
+            let of_node = map.entry(node.id).or_default();
             for m in &node.metrics {
                 ids.accumulator += 1;
-                map.insert((node.id, m.name.clone()), ids.accumulator);
+                of_node.insert(m.name.clone(), ids.accumulator);
             }
         }
         Accumulators(map)
@@ -108,7 +109,8 @@ impl Accumulators {
 
     fn get(&self, node: usize, metric: &str) -> i64 {
         self.0
-            .get(&(node, metric.to_string()))
+            .get(&node)
+            .and_then(|of_node| of_node.get(metric))
             .copied()
             .unwrap_or(-1)
     }

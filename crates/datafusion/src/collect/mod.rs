@@ -242,7 +242,7 @@ pub(crate) fn collect_profile(
     let monitor = plan_state.as_ref().map(|s| Arc::clone(&s.memory));
     let now = monitor
         .as_ref()
-        .map_or_else(epoch_millis, |m| m.sample().epoch_millis);
+        .map_or_else(epoch_millis, |m| m.sample_at_boundary().epoch_millis);
     let stages = stage_nodes
         .iter()
         .map(|(&stage, node_ids)| {
