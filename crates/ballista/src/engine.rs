@@ -29,8 +29,9 @@ use qprof_core::clock::epoch_millis;
 use qprof_core::executor_memory::MemorySample;
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
 use qprof_core::profile::{NodeMetric, ProfileNode, QueryProfile, names};
-use qprof_datafusion::{ProfiledExec, Profiler};
+use qprof_datafusion::{FunctionTimer, ProfiledExec, Profiler, QprofOptions};
 
+use crate::functions::Redecoder;
 use crate::wire::{self, TaskFigures};
 
 /// Builds each task's stage as Ballista's default engine does, with every operator under
@@ -38,6 +39,7 @@ use crate::wire::{self, TaskFigures};
 pub struct QprofExecutionEngine {
     profiler: Profiler,
     client_pool: Option<Arc<dyn BallistaClientPool>>,
+    redecoder: Redecoder,
 }
 
 impl fmt::Debug for QprofExecutionEngine {
@@ -55,6 +57,7 @@ impl QprofExecutionEngine {
         Self {
             profiler,
             client_pool: None,
+            redecoder: Redecoder::default(),
         }
     }
 
@@ -104,15 +107,35 @@ impl ExecutionEngine for QprofExecutionEngine {
         global_output_partition_ids: Vec<usize>,
         plan: Arc<dyn ExecutionPlan>,
         work_dir: &str,
-        _config: &SessionConfig,
+        config: &SessionConfig,
     ) -> Result<Arc<dyn QueryStageExecutor>> {
+        let options = config
+            .options()
+            .extensions
+            .get::<QprofOptions>()
+            .cloned()
+            .unwrap_or_default();
+        let timed = options
+            .tracks_functions()
+            .then(|| {
+                self.redecoder
+                    .with_timed_functions(&plan, config, FunctionTimer::new(options))
+            })
+            .flatten();
+        let (plan, timer) = match timed {
+            Some((plan, timer)) => (plan, Some(timer)),
+            None => (plan, None),
+        };
         let plan = self.with_readers(plan, work_dir)?;
-        let Some(input) = plan.children().first().map(|c| Arc::clone(c)) else {
+        let Some(decoded) = plan.children().first().map(|c| Arc::clone(c)) else {
             return Err(DataFusionError::Internal(
                 "a stage plan without a shuffle writer's input".to_string(),
             ));
         };
-        let input = self.profiler.instrument_plan(input)?;
+        let input = self.profiler.instrument_plan(Arc::clone(&decoded))?;
+        if let Some(timer) = timer {
+            timer.attach(&decoded, &input);
+        }
         let work_dir = work_dir.to_string();
         let (writer, variant): (Arc<dyn ExecutionPlan>, ShuffleWriterVariant) = if plan
             .downcast_ref::<ShuffleWriterExec>()
@@ -320,7 +343,11 @@ fn add_qprof_metrics(sets: &mut [MetricsSet], writer: &Arc<dyn ExecutionPlan>, r
         } else {
             ProfiledExec::of(plan.as_ref())
                 .and_then(|e| nodes.get(&e.node_id()))
-                .map_or_else(Vec::new, |node| wire::encode_operator(&node.metrics))
+                .map_or_else(Vec::new, |node| {
+                    let mut extra = wire::encode_operator(&node.metrics);
+                    extra.extend(wire::encode_functions(&node.functions));
+                    extra
+                })
         };
         for metric in extra {
             set.push(Arc::new(metric));

@@ -6,7 +6,8 @@
 //!   operator wrappers and memory attribution in place (as a session instrumented by
 //!   `qprof-datafusion` would), and ships what they measured with the task's own metrics
 //!   in the kinds Ballista carries ([`wire`]): never a `Custom` metric, never a set more
-//!   or less than the stage's plan has.
+//!   or less than the stage's plan has. Each call of a scalar or aggregate function is
+//!   timed at a call site of its own, per task, as in one process.
 //! - On the scheduler, [`ClusterObserver`] wraps Ballista's job and cluster state: each
 //!   client session becomes an application on its own event bus, each job a query whose
 //!   end carries its [`qprof_core::profile::QueryProfile`] ([`profile`]): the stage plans
@@ -17,6 +18,7 @@
 
 pub mod cluster;
 mod engine;
+mod functions;
 mod observer;
 pub mod profile;
 pub mod wire;

@@ -238,8 +238,15 @@ impl Builder<'_> {
             .get(&stage)
             .is_some_and(|s| Arc::ptr_eq(s.plan, plan));
         let mut metrics = Vec::new();
+        let mut functions = Vec::new();
         if let Some(set) = set {
             let decoded = wire::decode(set);
+            functions = decoded.functions.iter().map(|f| f.profile()).collect();
+            functions.sort_by(|a, b| {
+                b.cpu_nanos
+                    .cmp(&a.cpu_nanos)
+                    .then_with(|| a.expression.cmp(&b.expression))
+            });
             if is_root {
                 self.figures.insert(stage, decoded.tasks.clone());
             }
@@ -280,7 +287,7 @@ impl Builder<'_> {
                 "outputPartitions".to_string(),
                 plan.properties().partitioning.partition_count().to_string(),
             )],
-            functions: Vec::new(),
+            functions,
             children,
         }
     }

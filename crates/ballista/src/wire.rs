@@ -10,7 +10,9 @@
 //!
 //! - an operator's metric: `qprof:<kind>:<name>:<display name>`;
 //! - a task's own figures (its time, memory and span): `qprof-task:<field>`, on the first
-//!   set (the stage's shuffle writer), partition 0 of the task.
+//!   set (the stage's shuffle writer), partition 0 of the task;
+//! - what a function call of an operator measured in a task:
+//!   `qprof-fn:<field>:<function>:<call>`, on the operator's set, partition 0 of the task.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -20,12 +22,15 @@ use std::time::Duration;
 use datafusion::physical_plan::metrics::{Count, Gauge, Metric, MetricValue, MetricsSet, Time};
 use qprof_core::executor_memory::MemorySample;
 use qprof_core::metric::MetricKind;
-use qprof_core::profile::NodeMetric;
+use qprof_core::profile::{FunctionProfile, NodeMetric};
+use qprof_core::sampling::FunctionStats;
 
 /// The prefix of an operator metric of qprof.
 pub const OPERATOR_PREFIX: &str = "qprof:";
 /// The prefix of a task figure of qprof.
 pub const TASK_PREFIX: &str = "qprof-task:";
+/// The prefix of a function call's figure of qprof.
+pub const FUNCTION_PREFIX: &str = "qprof-fn:";
 
 /// Whether Ballista carries `value` to the scheduler. A value it cannot carry (today only
 /// `Custom`) would drop every metric of its task.
@@ -192,6 +197,86 @@ impl TaskFigures {
     }
 }
 
+const FUNCTION_FIELDS: [&str; 8] = [
+    "vectors",
+    "rows",
+    "cpuTimedVectors",
+    "cpuNanos",
+    "wallNanos",
+    "cpuExtrapolated",
+    "wallExtrapolated",
+    "recalibrations",
+];
+
+/// What the function calls of one operator measured in one task, as named metrics of
+/// local partition 0 (the first of the task's partitions): times as `Time`, the rest as
+/// `Count` (a flag as 0 or 1).
+pub fn encode_functions(functions: &[FunctionProfile]) -> Vec<Metric> {
+    let mut out = Vec::new();
+    for f in functions {
+        let values = [
+            f.vectors,
+            f.rows,
+            f.cpu_timed_vectors,
+            f.cpu_nanos,
+            f.wall_nanos,
+            u64::from(f.cpu_extrapolated),
+            u64::from(f.wall_extrapolated),
+            u64::from(f.recalibrations),
+        ];
+        for (field, value) in FUNCTION_FIELDS.iter().zip(values) {
+            let kind = if field.ends_with("Nanos") {
+                MetricKind::NsTiming
+            } else {
+                MetricKind::Sum
+            };
+            out.push(Metric::new(
+                named(
+                    format!("{FUNCTION_PREFIX}{field}:{}:{}", f.name, f.expression),
+                    kind,
+                    usize::try_from(value).unwrap_or(usize::MAX),
+                ),
+                Some(0),
+            ));
+        }
+    }
+    out
+}
+
+/// What one function call of an operator measured, by the (global) partition of the task
+/// that measured it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FunctionValues {
+    /// The function.
+    pub name: String,
+    /// The call as written in the plan.
+    pub expression: String,
+    /// The figures of each task, by its partition.
+    pub by_task: BTreeMap<usize, FunctionStats>,
+}
+
+impl FunctionValues {
+    /// The call's profile over all its tasks.
+    pub fn profile(&self) -> FunctionProfile {
+        let stats: Vec<FunctionStats> = self.by_task.values().cloned().collect();
+        FunctionProfile::from_stats(&self.name, &self.expression, &stats)
+    }
+}
+
+fn set_function_field(stats: &mut FunctionStats, field: &str, value: u64) {
+    match field {
+        "vectors" => stats.vectors = value,
+        "rows" => stats.rows = value,
+        "cpuTimedVectors" => stats.cpu_timed_vectors = value,
+        "cpuNanos" => stats.cpu_nanos = value as f64,
+        "wallNanos" => stats.wall_nanos = value as f64,
+        "cpuExtrapolated" => stats.cpu_extrapolated = value != 0,
+        "wallExtrapolated" => stats.wall_extrapolated = value != 0,
+        "recalibrations" => stats.recalibrations = u32::try_from(value).unwrap_or(u32::MAX),
+        _ => {}
+    }
+}
+
 /// What qprof put in one operator's set, read back on the scheduler.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Decoded {
@@ -199,6 +284,8 @@ pub struct Decoded {
     pub operator: Vec<OperatorValues>,
     /// Task figures by the (global) partition they were tagged with.
     pub tasks: BTreeMap<usize, TaskFigures>,
+    /// The operator's function calls, in the order they came.
+    pub functions: Vec<FunctionValues>,
 }
 
 fn value_of(value: &MetricValue) -> u64 {
@@ -223,6 +310,29 @@ pub fn decode(set: &MetricsSet) -> Decoded {
                     .or_default()
                     .set_field(field, value_of(value));
             }
+            continue;
+        }
+        if let Some(rest) = name.strip_prefix(FUNCTION_PREFIX) {
+            let mut parts = rest.splitn(3, ':');
+            let (Some(field), Some(function), Some(expression), Some(p)) =
+                (parts.next(), parts.next(), parts.next(), metric.partition())
+            else {
+                continue;
+            };
+            let at = decoded
+                .functions
+                .iter()
+                .position(|f| f.name == function && f.expression == expression)
+                .unwrap_or_else(|| {
+                    decoded.functions.push(FunctionValues {
+                        name: function.to_string(),
+                        expression: expression.to_string(),
+                        by_task: BTreeMap::new(),
+                    });
+                    decoded.functions.len() - 1
+                });
+            let stats = decoded.functions[at].by_task.entry(p).or_default();
+            set_function_field(stats, field, value_of(value));
             continue;
         }
         let Some(rest) = name.strip_prefix(OPERATOR_PREFIX) else {
@@ -265,6 +375,60 @@ mod tests {
             task_id: u64::from(partition),
             partition,
         })
+    }
+
+    #[test]
+    fn function_calls_come_back_by_call_and_task() {
+        let call = |expression: &str, vectors: u64, cpu_timed: u64| FunctionProfile {
+            name: "upper".into(),
+            expression: expression.into(),
+            vectors,
+            rows: vectors * 100,
+            cpu_timed_vectors: cpu_timed,
+            cpu_nanos: 9_000,
+            wall_nanos: 11_000,
+            cpu_extrapolated: cpu_timed < vectors,
+            wall_extrapolated: false,
+            mode: String::new(),
+            recalibrations: 1,
+        };
+        // two tasks (the scheduler tags each with its own partition), two calls, one
+        // of them with a colon in its text
+        let mut set = MetricsSet::new();
+        for (task, vectors) in [(3, 8), (5, 2)] {
+            for metric in encode_functions(&[
+                call("upper(a@0)", vectors, vectors / 2),
+                call("upper(b@1):x", 4, 4),
+            ]) {
+                let value = metric.value().clone();
+                set.push(Arc::new(Metric::new(value, Some(task))));
+            }
+        }
+        let decoded = decode(&set);
+        assert!(decoded.operator.is_empty());
+        assert_eq!(decoded.functions.len(), 2);
+        let a = decoded.functions[0].profile();
+        assert_eq!(
+            (a.name.as_str(), a.expression.as_str()),
+            ("upper", "upper(a@0)")
+        );
+        assert_eq!((a.vectors, a.rows, a.cpu_timed_vectors), (10, 1_000, 5));
+        assert_eq!(
+            (a.cpu_nanos, a.wall_nanos, a.recalibrations),
+            (18_000, 22_000, 2)
+        );
+        assert!(a.cpu_extrapolated && !a.wall_extrapolated);
+        assert_eq!(a.mode, "sampled 1/2");
+        let b = decoded.functions[1].profile();
+        assert_eq!(b.expression, "upper(b@1):x");
+        assert_eq!(
+            (b.vectors, b.cpu_timed_vectors, b.mode.as_str()),
+            (8, 8, "full")
+        );
+        assert_eq!(
+            decoded.functions[1].by_task.keys().collect::<Vec<_>>(),
+            [&3, &5]
+        );
     }
 
     #[test]

@@ -77,8 +77,7 @@ fn all_nodes<'a>(node: &'a ProfileNode, out: &mut Vec<&'a ProfileNode>) {
     }
 }
 
-const QUERY: &str =
-    "SELECT k, count(*) AS n, sum(v) AS s FROM t WHERE v % 3 <> 0 GROUP BY k ORDER BY k";
+const QUERY: &str = "SELECT k, count(*) AS n, sum(v) AS s, sum(abs(v - 10000)) AS d FROM t WHERE v % 3 <> 0 GROUP BY k ORDER BY k";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_query_on_two_executors_is_profiled_per_task_and_executor() {
@@ -226,6 +225,30 @@ async fn a_query_on_two_executors_is_profiled_per_task_and_executor() {
         assert!(value(names::OUTPUT_BYTES) > value(names::OUTPUT_ROWS));
     }
     assert_eq!(profile.rows, 50);
+    // each function call was timed on the executors, under the operator that calls it,
+    // and counted every row it was called on: `abs` once per row the filter kept
+    let calls = |function: &str| {
+        nodes
+            .iter()
+            .flat_map(|n| n.functions.iter().map(move |f| (n.name.as_str(), f)))
+            .filter(|(_, f)| f.name == function)
+            .collect::<Vec<_>>()
+    };
+    let abs = calls("abs");
+    assert!(!abs.is_empty(), "no call of abs was timed");
+    assert_eq!(abs.iter().map(|(_, f)| f.rows).sum::<u64>(), 20_000 - 6_667);
+    for (operator, f) in &abs {
+        assert_eq!(*operator, "AggregateExec", "{f:?}");
+        assert!(f.expression.contains("abs("), "{f:?}");
+        assert!(f.vectors > 0 && f.cpu_timed_vectors <= f.vectors, "{f:?}");
+    }
+    assert!(abs.iter().any(|(_, f)| f.wall_nanos > 0), "{abs:?}");
+    // the partial sums saw every row the filter kept (the final ones, their states)
+    let sums = calls("sum");
+    assert!(
+        sums.iter().map(|(_, f)| f.rows).sum::<u64>() >= 2 * (20_000 - 6_667),
+        "{sums:?}"
+    );
     // tasks name their executors; both executors ran some; each executor has the stage's
     // memory peaks
     let mut ran_on = std::collections::BTreeSet::new();

@@ -73,7 +73,9 @@ fn measure_bookkeeping(clocks: TimerCosts) -> f64 {
 pub struct FunctionSite {
     id: u64,
     name: String,
-    expression: String,
+    /// The call's text; unset for a site made before its call was whole (see
+    /// [`FunctionSite::describe`]).
+    expression: OnceLock<String>,
     mode: TrackingMode,
     costs: TimerCosts,
     /// The clock that times measured vectors.
@@ -150,7 +152,11 @@ impl FunctionSite {
         FunctionSite {
             id: NEXT_ID.fetch_add(1, Relaxed),
             name: name.to_string(),
-            expression,
+            expression: if expression.is_empty() {
+                OnceLock::new()
+            } else {
+                OnceLock::from(expression)
+            },
             mode,
             costs,
             clock,
@@ -163,9 +169,15 @@ impl FunctionSite {
         &self.name
     }
 
-    /// The call as written in the plan.
+    /// The call as written in the plan (empty until described, for a site made with none).
     pub fn expression(&self) -> &str {
-        &self.expression
+        self.expression.get().map_or("", String::as_str)
+    }
+
+    /// Gives a site made with no expression (a function decoded before its arguments) the
+    /// text of its call; a site that has one keeps it.
+    pub fn describe(&self, expression: String) {
+        let _ = self.expression.set(expression);
     }
 
     /// How the site is tracked.
@@ -180,7 +192,7 @@ impl FunctionSite {
 
     /// The site's profile so far.
     pub fn profile(&self) -> FunctionProfile {
-        FunctionProfile::from_stats(&self.name, &self.expression, &self.stats())
+        FunctionProfile::from_stats(&self.name, self.expression(), &self.stats())
     }
 
     /// What the site measured so far, one entry per thread that called it, with the

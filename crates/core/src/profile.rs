@@ -112,17 +112,7 @@ impl FunctionProfile {
         expression: impl Into<String>,
         samplers: &[FunctionStats],
     ) -> FunctionProfile {
-        let mut total = FunctionStats {
-            vectors: 0,
-            rows: 0,
-            cpu_timed_vectors: 0,
-            cpu_nanos: 0.0,
-            wall_nanos: 0.0,
-            cpu_extrapolated: false,
-            wall_extrapolated: false,
-            decision: None,
-            recalibrations: 0,
-        };
+        let mut total = FunctionStats::default();
         for s in samplers {
             total.vectors += s.vectors;
             total.rows += s.rows;

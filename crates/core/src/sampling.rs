@@ -197,8 +197,8 @@ struct Epoch {
     cpu_wall_sum: f64,
 }
 
-/// The estimates of a call site so far.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// The estimates of a call site so far (none yet: the default).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct FunctionStats {
     /// Vectors (batches) the function was called on; exact.
     pub vectors: u64,

@@ -51,6 +51,11 @@ impl TimedUdaf {
         TimedUdaf { inner, site }
     }
 
+    /// The call site it measures.
+    pub(crate) fn site(&self) -> &Arc<FunctionSite> {
+        &self.site
+    }
+
     /// `call` with its function wrapped for `site`.
     pub(crate) fn wrap_call(call: AggregateFunction, site: Arc<FunctionSite>) -> Expr {
         let wrapped = TimedUdaf::new(Arc::clone(call.func.inner()), site);

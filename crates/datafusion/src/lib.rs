@@ -30,6 +30,7 @@
 mod aggregate_functions;
 mod collect;
 mod counters;
+mod decoded_functions;
 mod definitions;
 mod exec;
 mod executor_memory;
@@ -49,6 +50,7 @@ mod session;
 mod spawn;
 mod spill;
 
+pub use decoded_functions::FunctionTimer;
 pub use exec::ProfiledExec;
 pub use options::QprofOptions;
 pub use profiler::{

@@ -54,6 +54,11 @@ impl TimedUdf {
         TimedUdf { inner, site }
     }
 
+    /// The call site it measures.
+    pub(crate) fn site(&self) -> &Arc<FunctionSite> {
+        &self.site
+    }
+
     /// `call` with its function wrapped for `site`.
     pub(crate) fn wrap_call(call: ScalarFunction, site: Arc<FunctionSite>) -> Expr {
         let wrapped = TimedUdf::new(Arc::clone(call.func.inner()), site);

@@ -1,0 +1,131 @@
+//! Per-function CPU time of plans this process did not plan, such as the stage plans a
+//! Ballista executor decodes from bytes.
+//!
+//! A session's planner wraps each call of the logical plan (see `planner`). A decoded plan
+//! has no logical plan: its functions are looked up by name while it is decoded. A decoder
+//! that asks [`FunctionTimer`] for each function it looks up gets a timed function with
+//! a call site of its own per lookup, so per call; once the plan is whole, the timer names
+//! each site after its call and hands the sites to the plan's profile.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
+use datafusion::physical_expr::ScalarFunctionExpr;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::aggregates::AggregateExec;
+use qprof_core::call_site::FunctionSite;
+
+use crate::aggregate_functions::TimedUdaf;
+use crate::exec::ProfiledExec;
+use crate::options::QprofOptions;
+use crate::scalar_functions::TimedUdf;
+
+/// Hands out timed functions while one plan is decoded, and their call sites after.
+#[derive(Debug, Default)]
+pub struct FunctionTimer {
+    options: QprofOptions,
+    sites: Mutex<Vec<Arc<FunctionSite>>>,
+}
+
+impl FunctionTimer {
+    /// A timer whose sites are tracked as `options` say.
+    pub fn new(options: QprofOptions) -> FunctionTimer {
+        FunctionTimer {
+            options,
+            sites: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn new_site(&self, name: &str, aliases: &[String]) -> Option<Arc<FunctionSite>> {
+        let mode = self.options.tracking_for(name, aliases)?;
+        let site = Arc::new(FunctionSite::new(name, String::new(), mode));
+        self.sites
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::clone(&site));
+        Some(site)
+    }
+
+    /// `udf` timed at a call site of its own, or `None` if qprof does not time it (the
+    /// options leave it out, or DataFusion recognizes it by its type).
+    pub fn scalar(&self, udf: &ScalarUDF) -> Option<Arc<ScalarUDF>> {
+        if !TimedUdf::can_wrap(udf) {
+            return None;
+        }
+        let site = self.new_site(udf.name(), udf.aliases())?;
+        let timed = TimedUdf::new(Arc::clone(udf.inner()), site);
+        Some(Arc::new(ScalarUDF::new_from_impl(timed)))
+    }
+
+    /// `udaf` timed at a call site of its own, or `None` if the options leave it out.
+    pub fn aggregate(&self, udaf: &AggregateUDF) -> Option<Arc<AggregateUDF>> {
+        if !TimedUdaf::can_wrap(udaf) {
+            return None;
+        }
+        let site = self.new_site(udaf.name(), udaf.aliases())?;
+        let timed = TimedUdaf::new(Arc::clone(udaf.inner()), site);
+        Some(Arc::new(AggregateUDF::new_from_impl(timed)))
+    }
+
+    /// How many call sites were handed out.
+    pub fn len(&self) -> usize {
+        self.sites
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Whether no call site was handed out.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Names each site after its call in `decoded` (the plan as decoded, with the timed
+    /// functions in it; a site found in no call is named after its function), and gives
+    /// the sites to the profile of `instrumented`, the plan that runs (from
+    /// [`Profiler::instrument_plan`](crate::Profiler::instrument_plan)). Returns how many
+    /// sites it gave.
+    pub fn attach(
+        &self,
+        decoded: &Arc<dyn ExecutionPlan>,
+        instrumented: &Arc<dyn ExecutionPlan>,
+    ) -> usize {
+        describe_calls(decoded);
+        let sites = std::mem::take(&mut *self.sites.lock().unwrap_or_else(PoisonError::into_inner));
+        for site in &sites {
+            site.describe(format!("{}(…)", site.name()));
+        }
+        let count = sites.len();
+        if let Some(root) = ProfiledExec::of(instrumented.as_ref()) {
+            root.stats().plan.add_sites(sites);
+        }
+        count
+    }
+}
+
+/// Gives each timed call of `plan` its text: a scalar call as DataFusion displays its
+/// expression, an aggregate as its name in the aggregation.
+fn describe_calls(plan: &Arc<dyn ExecutionPlan>) {
+    let mut pending = vec![Arc::clone(plan)];
+    while let Some(node) = pending.pop() {
+        pending.extend(node.children().into_iter().cloned());
+        let _ = node.apply_expressions(&mut |root| {
+            root.apply(|expr| {
+                if let Some(call) = expr.downcast_ref::<ScalarFunctionExpr>()
+                    && let Some(timed) = call.fun().inner().downcast_ref::<TimedUdf>()
+                {
+                    timed.site().describe(expr.to_string());
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })
+        });
+        if let Some(aggregate) = node.downcast_ref::<AggregateExec>() {
+            for call in aggregate.aggr_expr() {
+                if let Some(timed) = call.fun().inner().downcast_ref::<TimedUdaf>() {
+                    timed.site().describe(call.name().to_string());
+                }
+            }
+        }
+    }
+}
