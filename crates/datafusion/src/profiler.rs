@@ -386,7 +386,8 @@ impl Profiler {
 
     /// The profile of a plan from [`Profiler::instrument_plan`] as it ran so far: its
     /// stages and tasks numbered from 0 (as the plan numbers them, not the run), `rows` its
-    /// output and `duration` its wall time.
+    /// output and `duration` its wall time. Its operators have their values, not their
+    /// display text (the engine that ran the plan has it).
     pub fn plan_profile(
         &self,
         plan: &Arc<dyn ExecutionPlan>,
@@ -403,6 +404,7 @@ impl Profiler {
                 duration_nanos: u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX),
                 start_epoch_millis,
                 ended: true,
+                operator_texts: false,
             },
             &RunIds::default(),
         )
@@ -460,6 +462,7 @@ impl Profiler {
                     duration_nanos: u64::try_from(q.clock.elapsed().as_nanos()).unwrap_or(u64::MAX),
                     start_epoch_millis: q.start_epoch_millis,
                     ended: false,
+                    operator_texts: true,
                 },
             )
         };
@@ -693,6 +696,7 @@ impl Profiler {
                     duration_nanos: u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX),
                     start_epoch_millis: started.start_epoch_millis,
                     ended: true,
+                    operator_texts: true,
                 },
                 &self.shared.ids,
             );

@@ -72,6 +72,9 @@ pub(crate) struct QueryInfo {
     pub ended: bool,
     /// When the query started, in milliseconds since the Unix epoch.
     pub start_epoch_millis: u64,
+    /// Whether operators get their display text (an engine that ships only the values
+    /// leaves it out: formatting every operator is most of a small task's profile).
+    pub operator_texts: bool,
 }
 
 /// Counters of one operator, read once so that every figure of a profile comes from the
@@ -206,22 +209,23 @@ pub(crate) fn collect_profile(
         }
     }
     let tasks = TaskMap(tasks);
-    let mut next_unwrapped_id = wrapped.iter().map(|e| e.node_id() + 1).max().unwrap_or(0);
+    let next_unwrapped_id = wrapped.iter().map(|e| e.node_id() + 1).max().unwrap_or(0);
     let plan_state = wrapped.first().map(|e| Arc::clone(&e.stats().plan));
-    let (mut functions, unplaced) = match &plan_state {
+    let (functions, unplaced) = match &plan_state {
         Some(state) => place_functions(&wrapped, &state.sites()),
         None => (HashMap::new(), Vec::new()),
     };
     let producers = dynamic_filters::Producers::of(plan);
-    let mut root = build_node(
-        plan,
-        &readings,
-        &tasks,
-        base,
-        &mut next_unwrapped_id,
-        &mut functions,
-        &producers,
-    );
+    let mut builder = NodeBuilder {
+        readings: &readings,
+        tasks: &tasks,
+        stage_base: base,
+        next_unwrapped_id,
+        functions,
+        producers: &producers,
+        texts: info.operator_texts,
+    };
+    let mut root = builder.node(plan);
     let join_shapes: Vec<_> = wrapped
         .iter()
         .filter_map(|e| Some((e.node_id(), *e.stats().join.get()?)))
@@ -422,83 +426,82 @@ fn gather<'a>(plan: &'a Arc<dyn ExecutionPlan>, out: &mut Vec<&'a ProfiledExec>)
     }
 }
 
-fn build_node(
-    plan: &Arc<dyn ExecutionPlan>,
-    readings: &BTreeMap<usize, OperatorSnapshot>,
-    tasks: &TaskMap,
+/// What building the profile's nodes reads, and what it hands out as it goes.
+struct NodeBuilder<'a> {
+    readings: &'a BTreeMap<usize, OperatorSnapshot>,
+    tasks: &'a TaskMap,
     stage_base: u32,
-    next_unwrapped_id: &mut usize,
-    functions: &mut HashMap<usize, Vec<FunctionProfile>>,
-    producers: &dynamic_filters::Producers,
-) -> ProfileNode {
-    let display = displayable(plan.as_ref()).one_line().to_string();
-    let name = plan.name().to_string();
-    let label = definitions::operator_label(&name);
-    let mut info = vec![(
-        "outputPartitions".to_string(),
-        plan.properties().partitioning.partition_count().to_string(),
-    )];
-    let (id, stage_id, mut metrics) = match ProfiledExec::of(plan.as_ref()) {
-        Some(exec) => {
-            let reading = &readings[&exec.node_id()];
-            let mut metrics = base_metrics(reading, &label, tasks);
-            let is_sink = name == "DataSinkExec";
-            metrics.extend(io_metrics(reading, tasks, is_sink, &mut info));
-            metrics.extend(spill_metrics(reading, tasks));
-            if let Some(shape) = exec.stats().join.get() {
-                metrics.extend(joins::phase_metrics(
-                    shape,
-                    &reading.phases,
-                    reading.stage,
-                    tasks,
-                ));
+    /// The id the next operator qprof did not wrap gets.
+    next_unwrapped_id: usize,
+    /// The function calls not yet placed on their node, by node id.
+    functions: HashMap<usize, Vec<FunctionProfile>>,
+    producers: &'a dynamic_filters::Producers,
+    /// Whether nodes get their display text.
+    texts: bool,
+}
+
+impl NodeBuilder<'_> {
+    fn node(&mut self, plan: &Arc<dyn ExecutionPlan>) -> ProfileNode {
+        let display = if self.texts {
+            displayable(plan.as_ref()).one_line().to_string()
+        } else {
+            String::new()
+        };
+        let name = plan.name().to_string();
+        let label = definitions::operator_label(&name);
+        let mut info = vec![(
+            "outputPartitions".to_string(),
+            plan.properties().partitioning.partition_count().to_string(),
+        )];
+        let tasks = self.tasks;
+        let (id, stage_id, mut metrics) = match ProfiledExec::of(plan.as_ref()) {
+            Some(exec) => {
+                let reading = &self.readings[&exec.node_id()];
+                let mut metrics = base_metrics(reading, &label, tasks);
+                let is_sink = name == "DataSinkExec";
+                metrics.extend(io_metrics(reading, tasks, is_sink, &mut info));
+                metrics.extend(spill_metrics(reading, tasks));
+                if let Some(shape) = exec.stats().join.get() {
+                    metrics.extend(joins::phase_metrics(
+                        shape,
+                        &reading.phases,
+                        reading.stage,
+                        tasks,
+                    ));
+                }
+                (exec.node_id(), reading.stage, metrics)
             }
-            (exec.node_id(), reading.stage, metrics)
+            None => {
+                self.next_unwrapped_id += 1;
+                (self.next_unwrapped_id - 1, None, Vec::new())
+            }
+        };
+        let stage_of_tasks = stage_id;
+        metrics.extend(native_metrics(plan.as_ref(), &name, &label, |p| {
+            tasks.get(stage_of_tasks, p)
+        }));
+        if let Some(exec) = ProfiledExec::of(plan.as_ref()) {
+            add_listing_pruning(&mut metrics, exec);
         }
-        None => {
-            *next_unwrapped_id += 1;
-            (*next_unwrapped_id - 1, None, Vec::new())
+        add_stride_totals(&mut metrics);
+        let runtime = ProfiledExec::of(plan.as_ref()).and_then(|e| e.stats().runtime.get());
+        let (filter_metrics, filter_info) =
+            dynamic_filters::metrics(plan.as_ref(), self.producers, runtime.map(Arc::as_ref));
+        metrics.extend(filter_metrics);
+        info.extend(filter_info);
+        let children = plan.children().into_iter().map(|c| self.node(c)).collect();
+        let mut functions = self.functions.remove(&id).unwrap_or_default();
+        sort_functions(&mut functions);
+        ProfileNode {
+            id,
+            name,
+            display: display.trim().to_string(),
+            stage_id: stage_id.map(|s| self.stage_base + s),
+            metrics,
+            info,
+            functions,
+            children,
         }
-    };
-    let stage_of_tasks = stage_id;
-    metrics.extend(native_metrics(plan.as_ref(), &name, &label, |p| {
-        tasks.get(stage_of_tasks, p)
-    }));
-    if let Some(exec) = ProfiledExec::of(plan.as_ref()) {
-        add_listing_pruning(&mut metrics, exec);
-    }
-    add_stride_totals(&mut metrics);
-    let runtime = ProfiledExec::of(plan.as_ref()).and_then(|e| e.stats().runtime.get());
-    let (filter_metrics, filter_info) =
-        dynamic_filters::metrics(plan.as_ref(), producers, runtime.map(Arc::as_ref));
-    metrics.extend(filter_metrics);
-    info.extend(filter_info);
-    let children = plan
-        .children()
-        .into_iter()
-        .map(|c| {
-            build_node(
-                c,
-                readings,
-                tasks,
-                stage_base,
-                next_unwrapped_id,
-                functions,
-                producers,
-            )
-        })
-        .collect();
-    let mut functions = functions.remove(&id).unwrap_or_default();
-    sort_functions(&mut functions);
-    ProfileNode {
-        id,
-        name,
-        display: display.trim().to_string(),
-        stage_id: stage_id.map(|s| stage_base + s),
-        metrics,
-        info,
-        functions,
-        children,
     }
 }
 
