@@ -109,12 +109,7 @@ impl ExecutionEngine for QprofExecutionEngine {
         work_dir: &str,
         config: &SessionConfig,
     ) -> Result<Arc<dyn QueryStageExecutor>> {
-        let options = config
-            .options()
-            .extensions
-            .get::<QprofOptions>()
-            .cloned()
-            .unwrap_or_default();
+        let options = QprofOptions::of(config.options());
         let timed = options
             .tracks_functions()
             .then(|| {

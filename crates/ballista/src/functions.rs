@@ -10,21 +10,18 @@ use std::fmt;
 use std::sync::Arc;
 
 use ballista_core::serde::BallistaPhysicalExtensionCodec;
-use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::error::Result;
 use datafusion::execution::SessionStateDefaults;
 use datafusion::execution::TaskContext;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::logical_expr::{AggregateUDF, HigherOrderUDF, ScalarUDF, WindowUDF};
-use datafusion::physical_expr::ScalarFunctionExpr;
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::prelude::SessionConfig;
 use datafusion_proto::physical_plan::{
     AsExecutionPlan, PhysicalExtensionCodec, PhysicalProtoConverterExtension,
 };
 use datafusion_proto::protobuf::PhysicalPlanNode;
-use qprof_datafusion::FunctionTimer;
+use qprof_datafusion::{FunctionTimer, for_each_function_call};
 
 /// Decodes the functions of a plan as timed ones: the plan's own functions, by name, each
 /// lookup wrapped by the timer; everything else as Ballista's codec decodes it.
@@ -191,26 +188,18 @@ fn functions_of(
     plan: &Arc<dyn ExecutionPlan>,
 ) -> (HashMap<String, ScalarUDF>, HashMap<String, AggregateUDF>) {
     let (mut scalars, mut aggregates) = (HashMap::new(), HashMap::new());
-    let mut pending = vec![Arc::clone(plan)];
-    while let Some(node) = pending.pop() {
-        pending.extend(node.children().into_iter().cloned());
-        let _ = node.apply_expressions(&mut |root| {
-            root.apply(|expr| {
-                if let Some(call) = expr.downcast_ref::<ScalarFunctionExpr>() {
-                    scalars
-                        .entry(call.fun().name().to_string())
-                        .or_insert_with(|| call.fun().clone());
-                }
-                Ok(TreeNodeRecursion::Continue)
-            })
-        });
-        if let Some(aggregate) = node.downcast_ref::<AggregateExec>() {
-            for call in aggregate.aggr_expr() {
-                aggregates
-                    .entry(call.fun().name().to_string())
-                    .or_insert_with(|| call.fun().clone());
-            }
-        }
-    }
+    for_each_function_call(
+        plan,
+        |call, _| {
+            scalars
+                .entry(call.fun().name().to_string())
+                .or_insert_with(|| call.fun().clone());
+        },
+        |call| {
+            aggregates
+                .entry(call.fun().name().to_string())
+                .or_insert_with(|| call.fun().clone());
+        },
+    );
     (scalars, aggregates)
 }

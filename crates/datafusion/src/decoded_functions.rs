@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
-use datafusion::physical_expr::ScalarFunctionExpr;
+use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
+use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use qprof_core::call_site::FunctionSite;
@@ -84,48 +85,59 @@ impl FunctionTimer {
     /// Names each site after its call in `decoded` (the plan as decoded, with the timed
     /// functions in it; a site found in no call is named after its function), and gives
     /// the sites to the profile of `instrumented`, the plan that runs (from
-    /// [`Profiler::instrument_plan`](crate::Profiler::instrument_plan)). Returns how many
-    /// sites it gave.
-    pub fn attach(
-        &self,
-        decoded: &Arc<dyn ExecutionPlan>,
-        instrumented: &Arc<dyn ExecutionPlan>,
-    ) -> usize {
+    /// [`Profiler::instrument_plan`](crate::Profiler::instrument_plan)).
+    pub fn attach(&self, decoded: &Arc<dyn ExecutionPlan>, instrumented: &Arc<dyn ExecutionPlan>) {
         describe_calls(decoded);
         let sites = std::mem::take(&mut *self.sites.lock().unwrap_or_else(PoisonError::into_inner));
         for site in &sites {
             site.describe(format!("{}(…)", site.name()));
         }
-        let count = sites.len();
         if let Some(root) = ProfiledExec::of(instrumented.as_ref()) {
             root.stats().plan.add_sites(sites);
         }
-        count
+    }
+}
+
+/// Calls `scalar` with every scalar function call in `plan`'s expressions (the call, and
+/// the expression it is) and `aggregate` with every call of an aggregation's functions.
+pub fn for_each_function_call(
+    plan: &Arc<dyn ExecutionPlan>,
+    mut scalar: impl FnMut(&ScalarFunctionExpr, &Arc<dyn PhysicalExpr>),
+    mut aggregate: impl FnMut(&AggregateFunctionExpr),
+) {
+    let mut pending = vec![Arc::clone(plan)];
+    while let Some(node) = pending.pop() {
+        pending.extend(node.children().into_iter().cloned());
+        let _ = node.apply_expressions(&mut |root| {
+            root.apply(|expr| {
+                if let Some(call) = expr.downcast_ref::<ScalarFunctionExpr>() {
+                    scalar(call, expr);
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })
+        });
+        if let Some(aggregation) = node.downcast_ref::<AggregateExec>() {
+            for call in aggregation.aggr_expr() {
+                aggregate(call);
+            }
+        }
     }
 }
 
 /// Gives each timed call of `plan` its text: a scalar call as DataFusion displays its
 /// expression, an aggregate as its name in the aggregation.
 fn describe_calls(plan: &Arc<dyn ExecutionPlan>) {
-    let mut pending = vec![Arc::clone(plan)];
-    while let Some(node) = pending.pop() {
-        pending.extend(node.children().into_iter().cloned());
-        let _ = node.apply_expressions(&mut |root| {
-            root.apply(|expr| {
-                if let Some(call) = expr.downcast_ref::<ScalarFunctionExpr>()
-                    && let Some(timed) = call.fun().inner().downcast_ref::<TimedUdf>()
-                {
-                    timed.site().describe(expr.to_string());
-                }
-                Ok(TreeNodeRecursion::Continue)
-            })
-        });
-        if let Some(aggregate) = node.downcast_ref::<AggregateExec>() {
-            for call in aggregate.aggr_expr() {
-                if let Some(timed) = call.fun().inner().downcast_ref::<TimedUdaf>() {
-                    timed.site().describe(call.name().to_string());
-                }
+    for_each_function_call(
+        plan,
+        |call, expr| {
+            if let Some(timed) = call.fun().inner().downcast_ref::<TimedUdf>() {
+                timed.site().describe(expr.to_string());
             }
-        }
-    }
+        },
+        |call| {
+            if let Some(timed) = call.fun().inner().downcast_ref::<TimedUdaf>() {
+                timed.site().describe(call.name().to_string());
+            }
+        },
+    );
 }

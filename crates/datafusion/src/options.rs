@@ -15,7 +15,7 @@
 use std::any::Any;
 
 use datafusion::common::{DataFusionError, Result};
-use datafusion::config::{ConfigEntry, ConfigExtension, ExtensionOptions};
+use datafusion::config::{ConfigEntry, ConfigExtension, ConfigOptions, ExtensionOptions};
 use qprof_core::sampling::TrackingMode;
 
 /// Key (without the `qprof.` prefix) that times every function on every vector.
@@ -65,6 +65,15 @@ impl Default for QprofOptions {
 }
 
 impl QprofOptions {
+    /// The options `config` carries, or the defaults if it carries none.
+    pub fn of(config: &ConfigOptions) -> QprofOptions {
+        config
+            .extensions
+            .get::<QprofOptions>()
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// How calls of the function called `name` (or aliased `aliases`) are tracked; `None`
     /// when they are not tracked at all.
     pub fn tracking_for(&self, name: &str, aliases: &[String]) -> Option<TrackingMode> {

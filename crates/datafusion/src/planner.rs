@@ -175,12 +175,7 @@ impl QueryPlanner for ProfilingQueryPlanner {
         logical_plan: &LogicalPlan,
         session: &dyn Session,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let options = session
-            .config_options()
-            .extensions
-            .get::<QprofOptions>()
-            .cloned()
-            .unwrap_or_default();
+        let options = QprofOptions::of(session.config_options());
         if !options.tracks_functions() {
             let physical = self.plan(logical_plan, session).await?;
             count_listing_pruning(&physical, session);
