@@ -7,9 +7,7 @@ use std::time::Duration;
 
 use datafusion::execution::memory_pool::MemoryPool;
 use qprof_core::clock::epoch_millis;
-use qprof_core::executor_memory::{
-    MemoryRecorder, MemorySample, process_memory, process_memory_except_heap,
-};
+use qprof_core::executor_memory::{MemoryRecorder, MemorySample, process_memory, process_size};
 use qprof_core::periodic::Heartbeat;
 
 use crate::io::process_updater;
@@ -79,18 +77,19 @@ impl MemoryMonitor {
         self.record(process_memory())
     }
 
-    /// Reads every region but the heap now, and keeps the reading with the heap of the
-    /// last full one: the sample taken as a stage starts or a query (or a cluster's task)
-    /// ends, where a heap reading per stage would cost more than the rest of qprof's
-    /// bookkeeping for it. The heap is read on the heartbeat (and here, if nothing was read
-    /// before).
+    /// Reads the process's size now (resident and virtual), and keeps the reading with the
+    /// heap and file-backed pages of the last full one: the sample taken as a stage starts
+    /// or a query (or a cluster's task) ends, where reading those two would cost more than
+    /// the rest of qprof's bookkeeping for it. They are read on the heartbeat (and here, if
+    /// nothing was read before).
     pub(crate) fn sample_at_boundary(&self) -> MemorySample {
-        let Some(heap_bytes) = self.recorder.last().map(|s| s.heap_bytes) else {
+        let Some(last) = self.recorder.last() else {
             return self.sample();
         };
         self.record(MemorySample {
-            heap_bytes,
-            ..process_memory_except_heap()
+            heap_bytes: last.heap_bytes,
+            file_mapped_bytes: last.file_mapped_bytes,
+            ..process_size()
         })
     }
 
@@ -133,7 +132,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_boundary_sample_carries_the_heap_of_the_last_full_reading() {
+    fn a_boundary_sample_reads_the_size_and_carries_the_heap_of_the_last_full_reading() {
         let monitor = MemoryMonitor::new(None);
         // nothing read yet: the first boundary sample reads the heap itself
         let first = monitor.sample_at_boundary();
@@ -144,7 +143,14 @@ mod tests {
         let held: Vec<u8> = vec![1; 64 << 20];
         let boundary = monitor.sample_at_boundary();
         assert_eq!(boundary.heap_bytes, first.heap_bytes);
-        assert!(boundary.rss_bytes > 0);
+        assert_eq!(boundary.file_mapped_bytes, first.file_mapped_bytes);
+        if cfg!(target_os = "linux") {
+            // the 64 MiB were written, so they are resident
+            assert!(
+                boundary.rss_bytes >= first.rss_bytes + (32 << 20),
+                "{first:?} {boundary:?}"
+            );
+        }
         let full = monitor.sample();
         if cfg!(all(target_os = "linux", target_env = "gnu")) {
             assert!(full.heap_bytes >= first.heap_bytes + (32 << 20), "{full:?}");
