@@ -11,6 +11,7 @@
 //! decoded. A subtree that reads a dynamic filter produced above it is decoded with its
 //! producer, so that the two stay linked.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
@@ -22,8 +23,7 @@ use datafusion::execution::SessionStateDefaults;
 use datafusion::execution::TaskContext;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::logical_expr::{AggregateUDF, HigherOrderUDF, ScalarUDF, WindowUDF};
-use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
-use datafusion::physical_plan::aggregates::AggregateExec;
+use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, SendableRecordBatchStream,
@@ -33,7 +33,7 @@ use datafusion_proto::physical_plan::{
     AsExecutionPlan, PhysicalExtensionCodec, PhysicalProtoConverterExtension,
 };
 use datafusion_proto::protobuf::PhysicalPlanNode;
-use qprof_datafusion::{FunctionTimer, for_each_function_call};
+use qprof_datafusion::{FunctionTimer, for_each_function_call, for_each_own_function_call};
 
 /// Decodes the functions of a plan as timed ones: the plan's own functions, by name, each
 /// lookup wrapped by the timer; everything else as Ballista's codec decodes it.
@@ -307,24 +307,9 @@ fn calls_functions(plan: &Arc<dyn ExecutionPlan>) -> bool {
     if plan.name().contains("Window") {
         return true;
     }
-    if plan
-        .downcast_ref::<AggregateExec>()
-        .is_some_and(|a| !a.aggr_expr().is_empty())
-    {
-        return true;
-    }
-    let mut found = false;
-    let _ = plan.apply_expressions(&mut |root| {
-        root.apply(|expr| {
-            found = expr.downcast_ref::<ScalarFunctionExpr>().is_some();
-            Ok(if found {
-                TreeNodeRecursion::Stop
-            } else {
-                TreeNodeRecursion::Continue
-            })
-        })
-    });
-    found
+    let calls = Cell::new(false);
+    for_each_own_function_call(plan, |_, _| calls.set(true), |_| calls.set(true));
+    calls.get()
 }
 
 /// A plan with the subtrees that need no second decode replaced by stand-ins.

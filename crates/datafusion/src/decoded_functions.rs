@@ -108,18 +108,27 @@ pub fn for_each_function_call(
     let mut pending = vec![Arc::clone(plan)];
     while let Some(node) = pending.pop() {
         pending.extend(node.children().into_iter().cloned());
-        let _ = node.apply_expressions(&mut |root| {
-            root.apply(|expr| {
-                if let Some(call) = expr.downcast_ref::<ScalarFunctionExpr>() {
-                    scalar(call, expr);
-                }
-                Ok(TreeNodeRecursion::Continue)
-            })
-        });
-        if let Some(aggregation) = node.downcast_ref::<AggregateExec>() {
-            for call in aggregation.aggr_expr() {
-                aggregate(call);
+        for_each_own_function_call(&node, &mut scalar, &mut aggregate);
+    }
+}
+
+/// As [`for_each_function_call`], for the calls of `node` itself (not its children's).
+pub fn for_each_own_function_call(
+    node: &Arc<dyn ExecutionPlan>,
+    mut scalar: impl FnMut(&ScalarFunctionExpr, &Arc<dyn PhysicalExpr>),
+    mut aggregate: impl FnMut(&AggregateFunctionExpr),
+) {
+    let _ = node.apply_expressions(&mut |root| {
+        root.apply(|expr| {
+            if let Some(call) = expr.downcast_ref::<ScalarFunctionExpr>() {
+                scalar(call, expr);
             }
+            Ok(TreeNodeRecursion::Continue)
+        })
+    });
+    if let Some(aggregation) = node.downcast_ref::<AggregateExec>() {
+        for call in aggregation.aggr_expr() {
+            aggregate(call);
         }
     }
 }

@@ -50,7 +50,7 @@ mod session;
 mod spawn;
 mod spill;
 
-pub use decoded_functions::{FunctionTimer, for_each_function_call};
+pub use decoded_functions::{FunctionTimer, for_each_function_call, for_each_own_function_call};
 pub use exec::ProfiledExec;
 pub use options::QprofOptions;
 pub use profiler::{
