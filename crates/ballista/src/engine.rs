@@ -32,7 +32,7 @@ use qprof_core::profile::{NodeMetric, ProfileNode, QueryProfile, names};
 use qprof_datafusion::{FunctionTimer, ProfiledExec, Profiler, QprofOptions};
 
 use crate::functions::Redecoder;
-use crate::wire::{self, TaskFigures};
+use crate::wire::{self, Packer, TaskFigures};
 
 /// Builds each task's stage as Ballista's default engine does, with every operator under
 /// the shuffle writer wrapped by qprof and the task's runtime instrumented.
@@ -317,11 +317,6 @@ fn task_figures(
 fn add_qprof_metrics(sets: &mut [MetricsSet], writer: &Arc<dyn ExecutionPlan>, run: &TaskRun) {
     let mut nodes = HashMap::new();
     index_nodes(&run.profile.plan, &mut nodes);
-    let writer_extra = || {
-        let mut extra = run.figures.encode();
-        extra.extend(wire::encode_operator(&writer_metrics(writer.as_ref(), run)));
-        extra
-    };
     let mut slots = sets.iter_mut();
     let mut pending = vec![Arc::clone(writer)];
     // pre-order, as Ballista's `collect_plan_metrics` walks: children pushed in reverse
@@ -333,18 +328,17 @@ fn add_qprof_metrics(sets: &mut [MetricsSet], writer: &Arc<dyn ExecutionPlan>, r
         let Some(set) = slots.next() else {
             return;
         };
-        let extra = if Arc::ptr_eq(&plan, writer) {
-            writer_extra()
-        } else {
-            ProfiledExec::of(plan.as_ref())
-                .and_then(|e| nodes.get(&e.node_id()))
-                .map_or_else(Vec::new, |node| {
-                    let mut extra = wire::encode_operator(&node.metrics);
-                    extra.extend(wire::encode_functions(&node.functions));
-                    extra
-                })
-        };
-        for metric in extra {
+        let mut packer = Packer::new();
+        if Arc::ptr_eq(&plan, writer) {
+            packer.task(&run.figures);
+            packer.operator(&writer_metrics(writer.as_ref(), run));
+        } else if let Some(node) =
+            ProfiledExec::of(plan.as_ref()).and_then(|e| nodes.get(&e.node_id()))
+        {
+            packer.operator(&node.metrics);
+            packer.functions(&node.functions);
+        }
+        for metric in packer.finish() {
             set.push(Arc::new(metric));
         }
     }

@@ -330,7 +330,7 @@ impl Builder<'_> {
         for m in set.iter() {
             let value = m.value();
             let name = value.name();
-            if name.starts_with(wire::OPERATOR_PREFIX) || name.starts_with(wire::TASK_PREFIX) {
+            if wire::is_qprof_metric(name) {
                 continue;
             }
             let (kind, v) = match value {

@@ -4,33 +4,44 @@
 //! operator of the stage plan (those whose `metrics()` is `Some`, in pre-order). Ballista
 //! carries only some metric kinds: a `MetricValue::Custom` anywhere drops every metric of
 //! the task, and a task whose list of sets is longer or shorter than its stage's hangs the
-//! job. So qprof rides in the sets that are there, as named metrics of the kinds Ballista
-//! keeps (`Count`, `Gauge`, `Time`), one per value and partition, with the metric's kind,
-//! name and display name in the metric's name:
+//! job. So qprof rides in the sets that are there, as named `Count`s, a kind Ballista
+//! keeps.
 //!
-//! - an operator's metric: `qprof:<kind>:<name>:<display name>`;
-//! - a task's own figures (its time, memory and span): `qprof-task:<field>`, on the first
-//!   set (the stage's shuffle writer), partition 0 of the task;
-//! - what a function call of an operator measured in a task:
-//!   `qprof-fn:<field>:<function>:<call>`, on the operator's set, partition 0 of the task.
+//! Each operator's set gets one such metric per partition its values belong to (Ballista
+//! maps a task's local partition to the stage's, so the scheduler reads them by the
+//! stage's partition), whose name packs every value of that partition:
+//! `qprof-pack:1:` then records, each a letter and its fields, text as `<bytes>:<text>`
+//! and numbers as `<decimal>,`:
+//!
+//! - `m` an operator's metric: kind, name, display name, value;
+//! - `t` the task's own figures (its span, time and memory), on the first set (the
+//!   stage's shuffle writer), partition 0 of the task: ten numbers;
+//! - `f` what a function call of the operator measured in the task, partition 0 of the
+//!   task: function, call text, eight numbers.
+//!
+//! One metric per operator and partition, where one per value would be hundreds per task:
+//! each costs an allocation on the executor and an entry in every message and stage set.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
 
-use datafusion::physical_plan::metrics::{Count, Gauge, Metric, MetricValue, MetricsSet, Time};
+use datafusion::physical_plan::metrics::{Count, Metric, MetricValue, MetricsSet};
 use qprof_core::executor_memory::MemorySample;
 use qprof_core::metric::MetricKind;
 use qprof_core::profile::{FunctionProfile, NodeMetric};
 use qprof_core::sampling::FunctionStats;
 
-/// The prefix of an operator metric of qprof.
-pub const OPERATOR_PREFIX: &str = "qprof:";
-/// The prefix of a task figure of qprof.
-pub const TASK_PREFIX: &str = "qprof-task:";
-/// The prefix of a function call's figure of qprof.
-pub const FUNCTION_PREFIX: &str = "qprof-fn:";
+/// The prefix of every metric name qprof puts on the wire.
+pub const PREFIX: &str = "qprof";
+/// The prefix of a metric that packs qprof's values of one operator and partition,
+/// with the format's version.
+pub const PACK_PREFIX: &str = "qprof-pack:1:";
+
+/// Whether a metric named `name` is one of qprof's (not the operator's own).
+pub fn is_qprof_metric(name: &str) -> bool {
+    name.starts_with(PREFIX)
+}
 
 /// Whether Ballista carries `value` to the scheduler. A value it cannot carry (today only
 /// `Custom`) would drop every metric of its task.
@@ -52,54 +63,6 @@ pub fn ship_safely(sets: Vec<MetricsSet>) -> Vec<MetricsSet> {
             kept
         })
         .collect()
-}
-
-fn clamp(value: i64) -> usize {
-    usize::try_from(value.max(0)).unwrap_or(usize::MAX)
-}
-
-/// A named metric of the kind that suits `kind` (times as `Time`, sizes as `Gauge`).
-fn named(name: String, kind: MetricKind, value: usize) -> MetricValue {
-    let name = Cow::Owned(name);
-    match kind {
-        MetricKind::NsTiming => {
-            let time = Time::new();
-            time.add_duration(Duration::from_nanos(value as u64));
-            MetricValue::Time { name, time }
-        }
-        MetricKind::Size => {
-            let gauge = Gauge::new();
-            gauge.set(value);
-            MetricValue::Gauge { name, gauge }
-        }
-        _ => {
-            let count = Count::new();
-            count.add(value);
-            MetricValue::Count { name, count }
-        }
-    }
-}
-
-/// `metrics` of one operator as named metrics, one per task value, tagged with the
-/// partition the value's task computed; a value of no task (work the operator spawned)
-/// has no partition.
-pub fn encode_operator(metrics: &[NodeMetric]) -> Vec<Metric> {
-    let mut out = Vec::new();
-    for m in metrics {
-        let name = format!(
-            "{OPERATOR_PREFIX}{}:{}:{}",
-            m.kind.as_str(),
-            m.name,
-            m.display_name
-        );
-        for v in &m.tasks {
-            out.push(Metric::new(
-                named(name.clone(), m.kind, clamp(v.value)),
-                v.task.map(|t| t.partition as usize),
-            ));
-        }
-    }
-    out
 }
 
 /// One operator metric read back: its values by partition (`None`: of no task).
@@ -131,19 +94,6 @@ pub struct TaskFigures {
     pub memory: MemorySample,
 }
 
-const TASK_FIELDS: [&str; 10] = [
-    "start",
-    "finish",
-    "wallNanos",
-    "cpuNanos",
-    "executionBytes",
-    "heapBytes",
-    "storageBytes",
-    "fileMappedBytes",
-    "rssBytes",
-    "virtualBytes",
-];
-
 impl TaskFigures {
     fn fields(&self) -> [u64; 10] {
         let m = &self.memory;
@@ -161,86 +111,222 @@ impl TaskFigures {
         ]
     }
 
-    fn set_field(&mut self, field: &str, value: u64) {
-        let m = &mut self.memory;
-        match field {
-            "start" => self.start_epoch_millis = value,
-            "finish" => self.finish_epoch_millis = value,
-            "wallNanos" => self.wall_nanos = value,
-            "cpuNanos" => self.cpu_nanos = value,
-            "executionBytes" => m.execution_bytes = value,
-            "heapBytes" => m.heap_bytes = value,
-            "storageBytes" => m.storage_bytes = value,
-            "fileMappedBytes" => m.file_mapped_bytes = value,
-            "rssBytes" => m.rss_bytes = value,
-            "virtualBytes" => m.virtual_bytes = value,
-            _ => {}
+    fn from_fields(f: [u64; 10]) -> TaskFigures {
+        TaskFigures {
+            start_epoch_millis: f[0],
+            finish_epoch_millis: f[1],
+            wall_nanos: f[2],
+            cpu_nanos: f[3],
+            memory: MemorySample {
+                epoch_millis: 0,
+                execution_bytes: f[4],
+                heap_bytes: f[5],
+                storage_bytes: f[6],
+                file_mapped_bytes: f[7],
+                rss_bytes: f[8],
+                virtual_bytes: f[9],
+            },
+        }
+    }
+}
+
+fn function_fields(f: &FunctionProfile) -> [u64; 8] {
+    [
+        f.vectors,
+        f.rows,
+        f.cpu_timed_vectors,
+        f.cpu_nanos,
+        f.wall_nanos,
+        u64::from(f.cpu_extrapolated),
+        u64::from(f.wall_extrapolated),
+        u64::from(f.recalibrations),
+    ]
+}
+
+fn function_stats(f: [u64; 8]) -> FunctionStats {
+    FunctionStats {
+        vectors: f[0],
+        rows: f[1],
+        cpu_timed_vectors: f[2],
+        cpu_nanos: f[3] as f64,
+        wall_nanos: f[4] as f64,
+        cpu_extrapolated: f[5] != 0,
+        wall_extrapolated: f[6] != 0,
+        recalibrations: u32::try_from(f[7]).unwrap_or(u32::MAX),
+        ..FunctionStats::default()
+    }
+}
+
+/// Packs qprof's values of one operator in one task into metrics of its set, one per
+/// partition the values belong to.
+#[derive(Debug, Default)]
+pub struct Packer {
+    /// The packed text of each partition, in the order first seen.
+    groups: Vec<(Option<usize>, String, usize)>,
+}
+
+impl Packer {
+    /// A packer with nothing in it yet.
+    pub fn new() -> Packer {
+        Packer::default()
+    }
+
+    fn group(&mut self, partition: Option<usize>) -> &mut String {
+        let at = match self.groups.iter().position(|(p, _, _)| *p == partition) {
+            Some(at) => at,
+            None => {
+                self.groups.push((partition, String::from(PACK_PREFIX), 0));
+                self.groups.len() - 1
+            }
+        };
+        let group = &mut self.groups[at];
+        group.2 += 1;
+        &mut group.1
+    }
+
+    /// Adds an operator's `metrics`, each value under the partition its task computed
+    /// (a value of no task, work the operator spawned, under none).
+    pub fn operator(&mut self, metrics: &[NodeMetric]) {
+        for m in metrics {
+            for v in &m.tasks {
+                let out = self.group(v.task.map(|t| t.partition as usize));
+                out.push('m');
+                text(out, m.kind.as_str());
+                text(out, &m.name);
+                text(out, &m.display_name);
+                number(out, u64::try_from(v.value).unwrap_or(0));
+            }
         }
     }
 
-    /// The figures as gauges of local partition 0 (the first of the task's partitions).
-    pub fn encode(&self) -> Vec<Metric> {
-        TASK_FIELDS
-            .iter()
-            .zip(self.fields())
-            .map(|(field, value)| {
+    /// Adds what the operator's function calls measured in the task.
+    pub fn functions(&mut self, functions: &[FunctionProfile]) {
+        for f in functions {
+            let out = self.group(Some(0));
+            out.push('f');
+            text(out, &f.name);
+            text(out, &f.expression);
+            for value in function_fields(f) {
+                number(out, value);
+            }
+        }
+    }
+
+    /// Adds the task's own figures.
+    pub fn task(&mut self, figures: &TaskFigures) {
+        let out = self.group(Some(0));
+        out.push('t');
+        for value in figures.fields() {
+            number(out, value);
+        }
+    }
+
+    /// The packed metrics, one per partition, each counting its records.
+    pub fn finish(self) -> Vec<Metric> {
+        self.groups
+            .into_iter()
+            .map(|(partition, name, records)| {
+                let count = Count::new();
+                count.add(records);
                 Metric::new(
-                    named(
-                        format!("{TASK_PREFIX}{field}"),
-                        MetricKind::Size,
-                        usize::try_from(value).unwrap_or(usize::MAX),
-                    ),
-                    Some(0),
+                    MetricValue::Count {
+                        name: Cow::Owned(name),
+                        count,
+                    },
+                    partition,
                 )
             })
             .collect()
     }
 }
 
-const FUNCTION_FIELDS: [&str; 8] = [
-    "vectors",
-    "rows",
-    "cpuTimedVectors",
-    "cpuNanos",
-    "wallNanos",
-    "cpuExtrapolated",
-    "wallExtrapolated",
-    "recalibrations",
-];
+fn text(out: &mut String, value: &str) {
+    out.push_str(itoa::Buffer::new().format(value.len()));
+    out.push(':');
+    out.push_str(value);
+}
 
-/// What the function calls of one operator measured in one task, as named metrics of
-/// local partition 0 (the first of the task's partitions): times as `Time`, the rest as
-/// `Count` (a flag as 0 or 1).
-pub fn encode_functions(functions: &[FunctionProfile]) -> Vec<Metric> {
-    let mut out = Vec::new();
-    for f in functions {
-        let values = [
-            f.vectors,
-            f.rows,
-            f.cpu_timed_vectors,
-            f.cpu_nanos,
-            f.wall_nanos,
-            u64::from(f.cpu_extrapolated),
-            u64::from(f.wall_extrapolated),
-            u64::from(f.recalibrations),
-        ];
-        for (field, value) in FUNCTION_FIELDS.iter().zip(values) {
-            let kind = if field.ends_with("Nanos") {
-                MetricKind::NsTiming
-            } else {
-                MetricKind::Sum
-            };
-            out.push(Metric::new(
-                named(
-                    format!("{FUNCTION_PREFIX}{field}:{}:{}", f.name, f.expression),
+fn number(out: &mut String, value: u64) {
+    out.push_str(itoa::Buffer::new().format(value));
+    out.push(',');
+}
+
+/// Reads a packed metric's records, in order.
+struct Unpacker<'a> {
+    rest: &'a str,
+}
+
+/// One record of a packed metric.
+enum Record<'a> {
+    Operator {
+        kind: MetricKind,
+        name: &'a str,
+        display: &'a str,
+        value: u64,
+    },
+    Function {
+        name: &'a str,
+        expression: &'a str,
+        fields: [u64; 8],
+    },
+    Task([u64; 10]),
+}
+
+impl<'a> Unpacker<'a> {
+    fn text(&mut self) -> Option<&'a str> {
+        let (len, rest) = self.rest.split_once(':')?;
+        let len: usize = len.parse().ok()?;
+        let value = rest.get(..len)?;
+        self.rest = &rest[len..];
+        Some(value)
+    }
+
+    fn number(&mut self) -> Option<u64> {
+        let (value, rest) = self.rest.split_once(',')?;
+        self.rest = rest;
+        value.parse().ok()
+    }
+
+    fn numbers<const N: usize>(&mut self) -> Option<[u64; N]> {
+        let mut out = [0; N];
+        for slot in &mut out {
+            *slot = self.number()?;
+        }
+        Some(out)
+    }
+
+    /// The next record; `None` at the end or at anything malformed (the rest is skipped).
+    fn next_record(&mut self) -> Option<Record<'a>> {
+        let mut chars = self.rest.chars();
+        let tag = chars.next()?;
+        self.rest = chars.as_str();
+        match tag {
+            'm' => {
+                let kind = self.text()?.parse().ok()?;
+                let name = self.text()?;
+                let display = self.text()?;
+                let value = self.number()?;
+                Some(Record::Operator {
                     kind,
-                    usize::try_from(value).unwrap_or(usize::MAX),
-                ),
-                Some(0),
-            ));
+                    name,
+                    display,
+                    value,
+                })
+            }
+            'f' => {
+                let name = self.text()?;
+                let expression = self.text()?;
+                let fields = self.numbers()?;
+                Some(Record::Function {
+                    name,
+                    expression,
+                    fields,
+                })
+            }
+            't' => Some(Record::Task(self.numbers()?)),
+            _ => None,
         }
     }
-    out
 }
 
 /// What one function call of an operator measured, by the (global) partition of the task
@@ -263,20 +349,6 @@ impl FunctionValues {
     }
 }
 
-fn set_function_field(stats: &mut FunctionStats, field: &str, value: u64) {
-    match field {
-        "vectors" => stats.vectors = value,
-        "rows" => stats.rows = value,
-        "cpuTimedVectors" => stats.cpu_timed_vectors = value,
-        "cpuNanos" => stats.cpu_nanos = value as f64,
-        "wallNanos" => stats.wall_nanos = value as f64,
-        "cpuExtrapolated" => stats.cpu_extrapolated = value != 0,
-        "wallExtrapolated" => stats.wall_extrapolated = value != 0,
-        "recalibrations" => stats.recalibrations = u32::try_from(value).unwrap_or(u32::MAX),
-        _ => {}
-    }
-}
-
 /// What qprof put in one operator's set, read back on the scheduler.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Decoded {
@@ -288,77 +360,62 @@ pub struct Decoded {
     pub functions: Vec<FunctionValues>,
 }
 
-fn value_of(value: &MetricValue) -> u64 {
-    match value {
-        MetricValue::Time { time, .. } => time.value() as u64,
-        other => other.as_usize() as u64,
-    }
-}
-
-/// qprof's metrics of `set`; every other metric is left alone.
+/// qprof's metrics of `set`; every other metric is left alone, and so is what follows a
+/// malformed record.
 pub fn decode(set: &MetricsSet) -> Decoded {
     let mut decoded = Decoded::default();
-    let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    let mut index: HashMap<(MetricKind, &str, &str), usize> = HashMap::new();
+    let mut functions: HashMap<(&str, &str), usize> = HashMap::new();
     for metric in set.iter() {
-        let value = metric.value();
-        let name = value.name();
-        if let Some(field) = name.strip_prefix(TASK_PREFIX) {
-            if let Some(p) = metric.partition() {
-                decoded
-                    .tasks
-                    .entry(p)
-                    .or_default()
-                    .set_field(field, value_of(value));
-            }
+        let Some(body) = metric.value().name().strip_prefix(PACK_PREFIX) else {
             continue;
-        }
-        if let Some(rest) = name.strip_prefix(FUNCTION_PREFIX) {
-            let mut parts = rest.splitn(3, ':');
-            let (Some(field), Some(function), Some(expression), Some(p)) =
-                (parts.next(), parts.next(), parts.next(), metric.partition())
-            else {
-                continue;
-            };
-            let at = decoded
-                .functions
-                .iter()
-                .position(|f| f.name == function && f.expression == expression)
-                .unwrap_or_else(|| {
-                    decoded.functions.push(FunctionValues {
-                        name: function.to_string(),
-                        expression: expression.to_string(),
-                        by_task: BTreeMap::new(),
+        };
+        let partition = metric.partition();
+        let mut records = Unpacker { rest: body };
+        while let Some(record) = records.next_record() {
+            match record {
+                Record::Operator {
+                    kind,
+                    name,
+                    display,
+                    value,
+                } => {
+                    let at = *index.entry((kind, name, display)).or_insert_with(|| {
+                        decoded.operator.push(OperatorValues {
+                            name: name.to_string(),
+                            display_name: display.to_string(),
+                            kind,
+                            values: Vec::new(),
+                        });
+                        decoded.operator.len() - 1
                     });
-                    decoded.functions.len() - 1
-                });
-            let stats = decoded.functions[at].by_task.entry(p).or_default();
-            set_function_field(stats, field, value_of(value));
-            continue;
+                    decoded.operator[at].values.push((partition, value));
+                }
+                Record::Function {
+                    name,
+                    expression,
+                    fields,
+                } => {
+                    let Some(p) = partition else { continue };
+                    let at = *functions.entry((name, expression)).or_insert_with(|| {
+                        decoded.functions.push(FunctionValues {
+                            name: name.to_string(),
+                            expression: expression.to_string(),
+                            by_task: BTreeMap::new(),
+                        });
+                        decoded.functions.len() - 1
+                    });
+                    decoded.functions[at]
+                        .by_task
+                        .insert(p, function_stats(fields));
+                }
+                Record::Task(fields) => {
+                    if let Some(p) = partition {
+                        decoded.tasks.insert(p, TaskFigures::from_fields(fields));
+                    }
+                }
+            }
         }
-        let Some(rest) = name.strip_prefix(OPERATOR_PREFIX) else {
-            continue;
-        };
-        let mut parts = rest.splitn(3, ':');
-        let (Some(kind), Some(metric_name), Some(display)) =
-            (parts.next(), parts.next(), parts.next())
-        else {
-            continue;
-        };
-        let Ok(kind) = kind.parse::<MetricKind>() else {
-            continue;
-        };
-        let at = *index.entry(name.to_string()).or_insert_with(|| {
-            decoded.operator.push(OperatorValues {
-                name: metric_name.to_string(),
-                display_name: display.to_string(),
-                kind,
-                values: Vec::new(),
-            });
-            decoded.operator.len() - 1
-        });
-        decoded.operator[at]
-            .values
-            .push((metric.partition(), value_of(value)));
     }
     decoded
 }
@@ -366,6 +423,8 @@ pub fn decode(set: &MetricsSet) -> Decoded {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datafusion::physical_plan::metrics::CustomMetricValue;
+    use proptest::prelude::*;
     use qprof_core::metric::{TaskRef, TaskValue};
 
     fn task(partition: u32) -> Option<TaskRef> {
@@ -377,9 +436,19 @@ mod tests {
         })
     }
 
-    #[test]
-    fn function_calls_come_back_by_call_and_task() {
-        let call = |expression: &str, vectors: u64, cpu_timed: u64| FunctionProfile {
+    /// `metrics` in a set, each tagged as the scheduler tags it: its local partition
+    /// mapped through `to_stage`.
+    fn on_scheduler(metrics: Vec<Metric>, to_stage: impl Fn(usize) -> usize) -> MetricsSet {
+        let mut set = MetricsSet::new();
+        for m in metrics {
+            let partition = m.partition().map(&to_stage);
+            set.push(Arc::new(Metric::new(m.value().clone(), partition)));
+        }
+        set
+    }
+
+    fn call(expression: &str, vectors: u64, cpu_timed: u64) -> FunctionProfile {
+        FunctionProfile {
             name: "upper".into(),
             expression: expression.into(),
             vectors,
@@ -391,17 +460,22 @@ mod tests {
             wall_extrapolated: false,
             mode: String::new(),
             recalibrations: 1,
-        };
+        }
+    }
+
+    #[test]
+    fn function_calls_come_back_by_call_and_task() {
         // two tasks (the scheduler tags each with its own partition), two calls, one
-        // of them with a colon in its text
+        // of them with the format's separators and a digit in its text
         let mut set = MetricsSet::new();
         for (task, vectors) in [(3, 8), (5, 2)] {
-            for metric in encode_functions(&[
+            let mut packer = Packer::new();
+            packer.functions(&[
                 call("upper(a@0)", vectors, vectors / 2),
-                call("upper(b@1):x", 4, 4),
-            ]) {
-                let value = metric.value().clone();
-                set.push(Arc::new(Metric::new(value, Some(task))));
+                call("upper(b@1):x,7:", 4, 4),
+            ]);
+            for m in on_scheduler(packer.finish(), |_| task).iter() {
+                set.push(Arc::clone(m));
             }
         }
         let decoded = decode(&set);
@@ -420,7 +494,7 @@ mod tests {
         assert!(a.cpu_extrapolated && !a.wall_extrapolated);
         assert_eq!(a.mode, "sampled 1/2");
         let b = decoded.functions[1].profile();
-        assert_eq!(b.expression, "upper(b@1):x");
+        assert_eq!(b.expression, "upper(b@1):x,7:");
         assert_eq!(
             (b.vectors, b.cpu_timed_vectors, b.mode.as_str()),
             (8, 8, "full")
@@ -431,9 +505,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn operator_metrics_come_back_with_kind_names_and_partitions() {
-        let metrics = vec![
+    fn two_metrics() -> Vec<NodeMetric> {
+        vec![
             NodeMetric::summed(
                 "selfCpuNanos",
                 "self CPU time: a, b",
@@ -455,18 +528,24 @@ mod tests {
             ),
             NodeMetric::summed(
                 "peakMemoryBytes",
-                "peak memory",
+                "peak memory — größte",
                 MetricKind::Size,
                 vec![TaskValue {
                     task: task(1),
                     value: 4096,
                 }],
             ),
-        ];
-        let mut set = MetricsSet::new();
-        for m in encode_operator(&metrics) {
-            set.push(Arc::new(m));
-        }
+        ]
+    }
+
+    #[test]
+    fn operator_metrics_come_back_with_kind_names_and_partitions() {
+        let mut packer = Packer::new();
+        packer.operator(&two_metrics());
+        let packed = packer.finish();
+        // one metric per partition (0, 1 and none), not one per value
+        assert_eq!(packed.len(), 3);
+        let mut set = on_scheduler(packed, |p| p + 10);
         // a metric of DataFusion's own stays out of it
         set.push(Arc::new(Metric::new(
             MetricValue::OutputRows(Count::new()),
@@ -480,9 +559,10 @@ mod tests {
         assert_eq!(cpu.kind, MetricKind::NsTiming);
         assert_eq!(
             cpu.values,
-            vec![(Some(0), 1_500), (Some(1), 2_500), (None, 7)]
+            vec![(Some(10), 1_500), (Some(11), 2_500), (None, 7)]
         );
-        assert_eq!(decoded.operator[1].values, vec![(Some(1), 4096)]);
+        assert_eq!(decoded.operator[1].display_name, "peak memory — größte");
+        assert_eq!(decoded.operator[1].values, vec![(Some(11), 4096)]);
         assert!(decoded.tasks.is_empty());
     }
 
@@ -500,21 +580,98 @@ mod tests {
                 storage_bytes: 3,
                 file_mapped_bytes: 4,
                 rss_bytes: 5,
-                virtual_bytes: 6,
+                virtual_bytes: u64::MAX,
             },
         };
-        let mut set = MetricsSet::new();
-        for m in figures.encode() {
-            set.push(Arc::new(m));
-        }
-        let decoded = decode(&set);
+        let mut packer = Packer::new();
+        packer.task(&figures);
+        let decoded = decode(&on_scheduler(packer.finish(), |_| 4));
         assert_eq!(decoded.tasks.len(), 1);
-        assert_eq!(decoded.tasks[&0], figures);
+        assert_eq!(decoded.tasks[&4], figures);
+    }
+
+    #[test]
+    fn a_damaged_pack_keeps_the_records_before_the_damage() {
+        let mut packer = Packer::new();
+        packer.operator(&[NodeMetric::summed(
+            "outputRows",
+            "output rows",
+            MetricKind::Sum,
+            vec![TaskValue {
+                task: task(0),
+                value: 12,
+            }],
+        )]);
+        packer.functions(&[call("upper(a@0)", 2, 2)]);
+        let name = packer.finish()[0].value().name().to_string();
+        let records_end = name.find("f5:upper").unwrap();
+        for cut in [
+            name.len() - 1,
+            records_end + 1,
+            records_end + 3,
+            PACK_PREFIX.len() + 1,
+        ] {
+            let damaged = [&name[..cut], "9999:x"].concat();
+            let count = Count::new();
+            let mut set = MetricsSet::new();
+            set.push(Arc::new(Metric::new(
+                MetricValue::Count {
+                    name: Cow::Owned(damaged),
+                    count,
+                },
+                Some(0),
+            )));
+            let decoded = decode(&set);
+            assert!(decoded.functions.is_empty(), "cut at {cut}");
+            let expected = usize::from(cut > records_end);
+            assert_eq!(decoded.operator.len(), expected, "cut at {cut}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_text_and_value_come_back(
+            name in ".{0,12}",
+            display in ".{0,24}",
+            expression in ".{0,24}",
+            values in proptest::collection::vec((0u32..4, 0i64..i64::MAX), 1..6),
+        ) {
+            let metric = NodeMetric::summed(
+                name.as_str(),
+                display.as_str(),
+                MetricKind::Sum,
+                values
+                    .iter()
+                    .map(|(p, v)| TaskValue { task: task(*p), value: *v })
+                    .collect(),
+            );
+            let mut f = call(&expression, 3, 1);
+            f.name = name.clone();
+            let mut packer = Packer::new();
+            packer.operator(std::slice::from_ref(&metric));
+            packer.functions(std::slice::from_ref(&f));
+            let decoded = decode(&on_scheduler(packer.finish(), |p| p));
+            prop_assert_eq!(decoded.operator.len(), 1);
+            let back = &decoded.operator[0];
+            prop_assert_eq!(&back.name, &name);
+            prop_assert_eq!(&back.display_name, &display);
+            let mut sent: Vec<(Option<usize>, u64)> = values
+                .iter()
+                .map(|(p, v)| (Some(*p as usize), *v as u64))
+                .collect();
+            let mut got = back.values.clone();
+            sent.sort_unstable();
+            got.sort_unstable();
+            prop_assert_eq!(got, sent);
+            prop_assert_eq!(decoded.functions.len(), 1);
+            prop_assert_eq!(&decoded.functions[0].name, &name);
+            prop_assert_eq!(&decoded.functions[0].expression, &expression);
+            prop_assert_eq!(decoded.functions[0].by_task[&0].vectors, 3);
+        }
     }
 
     #[test]
     fn a_custom_metric_is_dropped_and_the_set_count_kept() {
-        use datafusion::physical_plan::metrics::CustomMetricValue;
         #[derive(Debug)]
         struct Opaque;
         impl std::fmt::Display for Opaque {

@@ -191,13 +191,30 @@ async fn one_side(
     sqls: &[&str],
     rounds: u32,
 ) -> Result<()> {
+    run_alone(
+        &format!("{side:?}"),
+        sqls.len(),
+        rounds,
+        async |i| match side {
+            BenchSide::Plain => time_plain(plain, sqls[i]).await,
+            BenchSide::Qprof => time_profiled(profiled, queries[i], sqls[i]).await,
+        },
+    )
+    .await
+}
+
+/// Runs query `0..count` through `time`, `rounds` times after one warm-up, and prints the
+/// totals of the rounds under `label`.
+pub(crate) async fn run_alone(
+    label: &str,
+    count: usize,
+    rounds: u32,
+    mut time: impl AsyncFnMut(usize) -> Result<Cost>,
+) -> Result<()> {
     let mut total = Cost::default();
     for round in 0..=rounds {
-        for (&q, sql) in queries.iter().zip(sqls) {
-            let cost = match side {
-                BenchSide::Plain => time_plain(plain, sql).await?,
-                BenchSide::Qprof => time_profiled(profiled, q, sql).await?,
-            };
+        for i in 0..count {
+            let cost = time(i).await?;
             if round > 0 {
                 total.wall += cost.wall;
                 total.cpu += cost.cpu;
@@ -205,8 +222,7 @@ async fn one_side(
         }
     }
     println!(
-        "{side:?} alone, {} queries x {rounds} rounds after a warm-up: {:.1} ms wall, {:.1} ms cpu",
-        queries.len(),
+        "{label} alone, {count} queries x {rounds} rounds after a warm-up: {:.1} ms wall, {:.1} ms cpu",
         millis(total.wall),
         millis(total.cpu)
     );

@@ -17,8 +17,8 @@ use qprof_core::events::Listener;
 use qprof_datafusion::Profiler;
 use qprof_eventlog::listener::EventLogListener;
 
-use crate::bench::{Cost, report};
-use crate::cli::{OverheadArgs, QueryList, data_dir};
+use crate::bench::{Cost, report, run_alone};
+use crate::cli::{BenchSide, OverheadArgs, QueryList, data_dir};
 use crate::run::prepare_tpch;
 
 /// Executors per cluster.
@@ -105,24 +105,42 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
     std::fs::create_dir_all(&logs).context("cannot create a directory for the event logs")?;
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let vcores = (cores / EXECUTORS).max(1);
-    let (plain_url, _) = start_cluster(None, vcores).await?;
-    let (qprof_url, observer) = start_cluster(Some(&logs), vcores).await?;
-    let observer = observer.as_deref();
     let mut config = SessionConfig::new();
     if let Some(n) = args.partitions {
         config = config.with_target_partitions(usize::from(n));
     }
+    let queries = QueryList::or_all(args.queries.as_ref());
+    let sqls: Vec<&str> = queries
+        .iter()
+        .map(|&q| qprof_tpch::query(q).with_context(|| format!("no TPC-H query {q}")))
+        .collect::<Result<_>>()?;
+    if let Some(side) = args.side {
+        let log_dir = matches!(side, BenchSide::Qprof).then_some(logs.as_path());
+        let (url, observer) = start_cluster(log_dir, vcores).await?;
+        let ctx = connect(&url, &config).await?;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        qprof_tpch::register_all(&ctx, &paths).await?;
+        let observer = observer.as_deref();
+        run_alone(
+            &format!("{side:?} cluster"),
+            sqls.len(),
+            args.rounds,
+            async |i| time_query(&ctx, sqls[i], observer).await,
+        )
+        .await?;
+        end_session(&url, &ctx.session_id()).await?;
+        let _ = std::fs::remove_dir_all(&logs);
+        return Ok(());
+    }
+    let (plain_url, _) = start_cluster(None, vcores).await?;
+    let (qprof_url, observer) = start_cluster(Some(&logs), vcores).await?;
+    let observer = observer.as_deref();
     let plain = connect(&plain_url, &config).await?;
     let profiled = connect(&qprof_url, &config).await?;
     // executors register within a heartbeat of their start
     tokio::time::sleep(Duration::from_secs(3)).await;
     qprof_tpch::register_all(&plain, &paths).await?;
     qprof_tpch::register_all(&profiled, &paths).await?;
-    let queries = QueryList::or_all(args.queries.as_ref());
-    let sqls: Vec<&str> = queries
-        .iter()
-        .map(|&q| qprof_tpch::query(q).with_context(|| format!("no TPC-H query {q}")))
-        .collect::<Result<_>>()?;
     for sql in &sqls {
         time_query(&plain, sql, None).await?;
         time_query(&profiled, sql, observer).await?;

@@ -336,12 +336,12 @@ pub(crate) struct OverheadArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub partitions: Option<u16>,
     /// Run one side alone (e.g. under valgrind's callgrind, each side in its own process)
-    /// instead of both interleaved.
+    /// instead of both interleaved; with `--cluster`, that side's cluster alone.
     #[arg(long, value_enum)]
     pub side: Option<BenchSide>,
     /// Compare on two local Ballista clusters (a scheduler and two executors each), one
     /// with qprof inside and one without, instead of in one DataFusion session.
-    #[arg(long, conflicts_with = "side")]
+    #[arg(long)]
     pub cluster: bool,
     #[command(flatten)]
     pub functions: FunctionTracking,

@@ -605,6 +605,51 @@ fn bench_overhead_runs_one_side_alone_or_both_with_the_updater_measured() {
     assert_one_line_error(&qprof(&bad), "both");
 }
 
+#[test]
+fn bench_overhead_runs_one_cluster_alone() {
+    let dir = scratch("bench-cluster");
+    let data = dir.join("data");
+    for side in ["plain", "qprof"] {
+        let out = qprof(&[
+            "bench",
+            "overhead",
+            "--cluster",
+            "--side",
+            side,
+            "--tpch",
+            "0.01",
+            "--queries",
+            "6",
+            "--rounds",
+            "1",
+            "--partitions",
+            "2",
+            "--data-dir",
+            data.to_str().unwrap(),
+        ]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let line = stdout
+            .lines()
+            .find(|l| l.contains("cluster alone, 1 queries x 1 rounds after a warm-up"))
+            .unwrap_or_else(|| panic!("{stdout}"));
+        let expected = format!("{}{} cluster", side[..1].to_uppercase(), &side[1..]);
+        assert!(line.starts_with(&expected), "{line}");
+        let wall: f64 = line
+            .split(": ")
+            .nth(1)
+            .and_then(|rest| rest.split(" ms").next())
+            .and_then(|ms| ms.parse().ok())
+            .unwrap_or_else(|| panic!("{line}"));
+        assert!(wall > 0.0, "{line}");
+        assert!(!stdout.contains("overhead ratio"), "{stdout}");
+    }
+}
+
 /// The bytes of one tier of the first scan of each query in a profiles document.
 fn scan_tier_bytes(profiles: &Path, metric: &str) -> Vec<i64> {
     let doc: serde_json::Value =

@@ -2,7 +2,7 @@
 //! tables of [`crate::definitions`] (or named by a fallback rule for metrics no table
 //! knows), one value per task.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::MetricValue;
@@ -167,23 +167,37 @@ pub(crate) fn native_metrics(
     };
     // name -> (display, kind, reading, per-partition reads), in first-seen order
     let mut acc: Vec<(Def, BTreeMap<Option<usize>, ReadValue>)> = Vec::new();
+    // the slots of `acc` each native name feeds, worked out once per name (a scan has a
+    // set of metrics per file it opened)
+    let mut slots_of: HashMap<&str, Vec<usize>> = HashMap::new();
     for metric in set.iter() {
-        if SUPERSEDED.contains(&metric.value().name()) {
-            continue;
+        let native = metric.value().name();
+        if !slots_of.contains_key(native) {
+            let defs = if SUPERSEDED.contains(&native) {
+                Vec::new()
+            } else {
+                defs_for(operator, label, metric.value())
+            };
+            let slots = defs
+                .into_iter()
+                .map(
+                    |def| match acc.iter().position(|(d, _)| d.name == def.name) {
+                        Some(i) => i,
+                        None => {
+                            acc.push((def, BTreeMap::new()));
+                            acc.len() - 1
+                        }
+                    },
+                )
+                .collect();
+            slots_of.insert(native, slots);
         }
-        for def in defs_for(operator, label, metric.value()) {
+        for &slot in &slots_of[native] {
+            let (def, by_partition) = &mut acc[slot];
             let Some(reads) = read(metric.value(), def.read_as) else {
                 continue;
             };
-            let slot = match acc.iter().position(|(d, _)| d.name == def.name) {
-                Some(i) => i,
-                None => {
-                    acc.push((def, BTreeMap::new()));
-                    acc.len() - 1
-                }
-            };
-            acc[slot]
-                .1
+            by_partition
                 .entry(metric.partition())
                 .or_default()
                 .add(reads);

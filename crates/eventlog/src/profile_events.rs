@@ -122,17 +122,45 @@ fn plan_info(node: &ProfileNode, accs: &Accumulators) -> Value {
         .iter()
         .map(|(k, v)| (k.clone(), json!(v)))
         .collect();
-    json!({
+    let children = node.children.iter().map(|c| plan_info(c, accs)).collect();
+    let metrics = node
+        .metrics
+        .iter()
+        .map(|m| {
+            json!({
+                "name": m.display_name,
+                "accumulatorId": accs.get(node.id, &m.name),
+                "metricType": m.kind.as_str(),
+            })
+        })
+        .collect();
+    let info = json!({
         "nodeName": node.name,
         "simpleString": node.display,
-        "children": node.children.iter().map(|c| plan_info(c, accs)).collect::<Vec<_>>(),
-        "metadata": metadata,
-        "metrics": node.metrics.iter().map(|m| json!({
-            "name": m.display_name,
-            "accumulatorId": accs.get(node.id, &m.name),
-            "metricType": m.kind.as_str(),
-        })).collect::<Vec<_>>(),
-    })
+        "children": null,
+        "metadata": null,
+        "metrics": null,
+    });
+    put(
+        info,
+        [
+            ("children", Value::Array(children)),
+            ("metadata", Value::Object(metadata)),
+            ("metrics", Value::Array(metrics)),
+        ],
+    )
+}
+
+/// `object` with each value moved to its key, in the place the key's `null` holds.
+///
+/// A `Value` written into `json!` is serialized into a new `Value`, a deep copy of it
+/// (and of everything below it, at every level of a tree): the events are built around
+/// `null`s and their parts moved in.
+fn put<const N: usize>(mut object: Value, values: [(&str, Value); N]) -> Value {
+    for (key, value) in values {
+        object[key] = value;
+    }
+    object
 }
 
 /// The nodes of a plan by id.
@@ -359,7 +387,7 @@ fn task_info(
         Some(e) => (e.id.as_str(), e.host.as_str()),
         None => (DRIVER, host),
     };
-    json!({
+    let info = json!({
         "Task ID": task.task_id,
         "Index": task.partition,
         "Attempt": task.attempt,
@@ -373,8 +401,9 @@ fn task_info(
         "Finish Time": finish,
         "Failed": failed,
         "Killed": false,
-        "Accumulables": accumulables,
-    })
+        "Accumulables": null,
+    });
+    put(info, [("Accumulables", Value::Array(accumulables))])
 }
 
 /// Spark's id of the local process's executor.
@@ -528,10 +557,17 @@ impl<'q> QueryEvents<'q> {
             "Event": events::JOB_START,
             "Job ID": self.job_id,
             "Submission Time": q.start_epoch_millis,
-            "Stage Infos": infos,
+            "Stage Infos": null,
             "Stage IDs": self.stages.iter().map(|s| s.id).collect::<Vec<_>>(),
-            "Properties": self.properties,
+            "Properties": null,
         });
+        let job = put(
+            job,
+            [
+                ("Stage Infos", Value::Array(infos)),
+                ("Properties", self.properties.clone()),
+            ],
+        );
         vec![sql, job]
     }
 
@@ -568,18 +604,42 @@ impl<'q> QueryEvents<'q> {
         let name = self.stage_name(stage);
         let parents = parent_stages(&self.nodes, stage);
         let details = self.details();
-        out.push(json!({
+        let submitted_event = json!({
             "Event": events::STAGE_SUBMITTED,
-            "Stage Info": stage_info(stage, &name, &parents, details, Some((submitted, None)), None),
-            "Properties": self.properties,
-        }));
+            "Stage Info": null,
+            "Properties": null,
+        });
+        out.push(put(
+            submitted_event,
+            [
+                (
+                    "Stage Info",
+                    stage_info(
+                        stage,
+                        &name,
+                        &parents,
+                        details,
+                        Some((submitted, None)),
+                        None,
+                    ),
+                ),
+                ("Properties", self.properties.clone()),
+            ],
+        ));
         for task in &stage.tasks {
-            out.push(json!({
+            let started = json!({
                 "Event": events::TASK_START,
                 "Stage ID": stage.id,
                 "Stage Attempt ID": 0,
-                "Task Info": task_info(task, self.host, 0, false, Vec::new()),
-            }));
+                "Task Info": null,
+            });
+            out.push(put(
+                started,
+                [(
+                    "Task Info",
+                    task_info(task, self.host, 0, false, Vec::new()),
+                )],
+            ));
         }
         let mut stage_peak = 0;
         let mut all_ended = true;
@@ -611,18 +671,28 @@ impl<'q> QueryEvents<'q> {
                 .collect()
         };
         for (executor, memory) in per_executor {
-            out.push(json!({
+            let metrics = json!({
                 "Event": events::STAGE_EXECUTOR_METRICS,
                 "Executor ID": executor,
                 "Stage ID": stage.id,
                 "Stage Attempt ID": 0,
-                "Executor Metrics": executor_metrics(&memory),
-            }));
+                "Executor Metrics": null,
+            });
+            out.push(put(
+                metrics,
+                [("Executor Metrics", executor_metrics(&memory))],
+            ));
         }
-        out.push(json!({
-            "Event": events::STAGE_COMPLETED,
-            "Stage Info": stage_info(stage, &name, &parents, details, Some((submitted, Some(completed))), failure),
-        }));
+        let info = stage_info(
+            stage,
+            &name,
+            &parents,
+            details,
+            Some((submitted, Some(completed))),
+            failure,
+        );
+        let completed_event = json!({"Event": events::STAGE_COMPLETED, "Stage Info": null});
+        out.push(put(completed_event, [("Stage Info", info)]));
         out
     }
 
@@ -670,16 +740,28 @@ impl<'q> QueryEvents<'q> {
             ..executor_memory.or(stage.memory).unwrap_or_default()
         };
         let finish = (task.finish_epoch_millis as i64).max(task.start_epoch_millis as i64);
-        json!({
+        let end = json!({
             "Event": events::TASK_END,
             "Stage ID": stage.id,
             "Stage Attempt ID": 0,
             "Task Type": if result_task { "ResultTask" } else { "ShuffleMapTask" },
-            "Task End Reason": end_reason(task.error.as_deref()),
-            "Task Info": task_info(task, self.host, finish, task.error.is_some(), accumulables),
-            "Task Executor Metrics": executor_metrics(&task_memory),
-            "Task Metrics": task_metrics(task, &figures, result_task),
-        })
+            "Task End Reason": null,
+            "Task Info": null,
+            "Task Executor Metrics": null,
+            "Task Metrics": null,
+        });
+        put(
+            end,
+            [
+                ("Task End Reason", end_reason(task.error.as_deref())),
+                (
+                    "Task Info",
+                    task_info(task, self.host, finish, task.error.is_some(), accumulables),
+                ),
+                ("Task Executor Metrics", executor_metrics(&task_memory)),
+                ("Task Metrics", task_metrics(task, &figures, result_task)),
+            ],
+        )
     }
 
     /// The job's end, the driver-side values, qprof's profile (`recorded`, as measured)
@@ -693,12 +775,13 @@ impl<'q> QueryEvents<'q> {
                 json!({"Result": "JobFailed", "Exception": {"Message": e, "Stack Trace": []}})
             }
         };
-        out.push(json!({
+        let job_end = json!({
             "Event": events::JOB_END,
             "Job ID": self.job_id,
             "Completion Time": q.end_epoch_millis,
-            "Job Result": job_result,
-        }));
+            "Job Result": null,
+        });
+        out.push(put(job_end, [("Job Result", job_result)]));
         let mut driver_updates = Vec::new();
         for node in self.profile.plan.iter() {
             for m in &node.metrics {
@@ -708,11 +791,15 @@ impl<'q> QueryEvents<'q> {
             }
         }
         if !driver_updates.is_empty() {
-            out.push(json!({
+            let updates = json!({
                 "Event": events::DRIVER_ACCUM_UPDATES,
                 "executionId": self.execution_id,
-                "accumUpdates": driver_updates,
-            }));
+                "accumUpdates": null,
+            });
+            out.push(put(
+                updates,
+                [("accumUpdates", Value::Array(driver_updates))],
+            ));
         }
         let mut extension = QueryJson::from(recorded);
         extension.accumulator_ids = Some(OrderedMap(
@@ -747,20 +834,21 @@ fn sql_start(
     plan_description: &str,
     plan: Value,
 ) -> Value {
-    json!({
+    let start = json!({
         "Event": events::SQL_EXECUTION_START,
         "executionId": execution_id,
         "rootExecutionId": execution_id,
         "description": q.description,
         "details": q.sql,
         "physicalPlanDescription": plan_description,
-        "sparkPlanInfo": plan,
+        "sparkPlanInfo": null,
         "time": q.start_epoch_millis,
         "modifiedConfigs": {},
         "jobTags": [],
         "jobGroupId": null,
         "queryId": query_id,
-    })
+    });
+    put(start, [("sparkPlanInfo", plan)])
 }
 
 fn sql_end(execution_id: i64, q: &QueryRecord<'_>, query_id: &str) -> Value {
