@@ -167,12 +167,27 @@ pub(crate) fn report(
             })
             .collect()
     };
-    let ratio = row(
-        "total".to_string(),
-        totals(plain_times),
-        totals(profiled_times),
-    );
+    let (plain_totals, profiled_totals) = (totals(plain_times), totals(profiled_times));
+    let mut spread: Vec<f64> = plain_totals
+        .iter()
+        .zip(&profiled_totals)
+        .map(|(p, q)| wall(q) / wall(p).max(1e-9))
+        .collect();
+    let ratio = row("total".to_string(), plain_totals, profiled_totals);
     println!("overhead ratio: {ratio:.3}");
+    spread.sort_by(f64::total_cmp);
+    let at = |q: f64| spread[((spread.len() - 1) as f64 * q).round() as usize];
+    if !spread.is_empty() {
+        println!(
+            "round ratios (wall, all queries): min {:.3}, quartiles {:.3} {:.3} {:.3}, max {:.3} over {} rounds",
+            at(0.0),
+            at(0.25),
+            at(0.5),
+            at(0.75),
+            at(1.0),
+            spread.len()
+        );
+    }
     ratio
 }
 

@@ -599,6 +599,10 @@ fn bench_overhead_runs_one_side_alone_or_both_with_the_updater_measured() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("overhead ratio: "), "{stdout}");
+    assert!(
+        stdout.contains("round ratios (wall, all queries): min "),
+        "{stdout}"
+    );
     assert!(stdout.contains("periodic updater thread: "), "{stdout}");
     let mut bad = common.to_vec();
     bad.extend(["--side", "both"]);

@@ -31,7 +31,12 @@ fn defs_for(operator: &str, label: &str, value: &MetricValue) -> Vec<Def> {
             .into_iter()
             .map(|d| Def {
                 name: d.name.to_string(),
-                display: d.display.replace("{op}", label),
+                // most displays have no placeholder: no substring search for them
+                display: if d.display.contains('{') {
+                    d.display.replace("{op}", label)
+                } else {
+                    d.display.to_string()
+                },
                 kind: d.kind,
                 read_as: d.read_as,
             })

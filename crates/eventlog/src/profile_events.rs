@@ -860,3 +860,65 @@ fn sql_end(execution_id: i64, q: &QueryRecord<'_>, query_id: &str) -> Value {
         "queryId": query_id,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: usize, name: &str, children: Vec<ProfileNode>) -> ProfileNode {
+        ProfileNode {
+            id,
+            name: name.to_string(),
+            display: format!("{name}: {id}"),
+            stage_id: None,
+            metrics: vec![NodeMetric::summed(
+                names::OUTPUT_ROWS,
+                "number of output rows",
+                MetricKind::Sum,
+                Vec::new(),
+            )],
+            info: vec![("outputPartitions".to_string(), "2".to_string())],
+            functions: Vec::new(),
+            children,
+        }
+    }
+
+    #[test]
+    fn plan_info_keeps_spark_key_order_and_every_level_of_the_tree() {
+        let plan = node(
+            0,
+            "ProjectionExec",
+            vec![node(
+                1,
+                "FilterExec",
+                vec![node(2, "DataSourceExec", vec![])],
+            )],
+        );
+        let mut ids = IdCounters::default();
+        let accs = Accumulators::assign(&plan, &mut ids);
+        let info = plan_info(&plan, &accs);
+        let keys: Vec<&str> = info
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "nodeName",
+                "simpleString",
+                "children",
+                "metadata",
+                "metrics"
+            ]
+        );
+        let leaf = &info["children"][0]["children"][0];
+        assert_eq!(leaf["nodeName"], "DataSourceExec");
+        assert_eq!(leaf["simpleString"], "DataSourceExec: 2");
+        assert_eq!(leaf["metadata"]["outputPartitions"], "2");
+        assert_eq!(leaf["metrics"][0]["name"], "number of output rows");
+        assert_eq!(leaf["metrics"][0]["accumulatorId"], 3);
+        assert_eq!(leaf["children"], json!([]));
+    }
+}
