@@ -11,6 +11,7 @@ use qprof_core::metric::{MetricKind, TaskValue};
 use qprof_core::profile::{
     NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskProfile, names,
 };
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::profile_json::{FORMAT_VERSION, OrderedMap, QueryJson};
@@ -375,52 +376,162 @@ fn end_reason(error: Option<&str>) -> Value {
     })
 }
 
+/// Spark's `Task Info` of a task.
+#[derive(Debug, Serialize)]
+struct TaskInfo {
+    #[serde(rename = "Task ID")]
+    task_id: u64,
+    #[serde(rename = "Index")]
+    index: u32,
+    #[serde(rename = "Attempt")]
+    attempt: u32,
+    #[serde(rename = "Partition ID")]
+    partition: u32,
+    #[serde(rename = "Launch Time")]
+    launch_time: u64,
+    #[serde(rename = "Executor ID")]
+    executor: String,
+    #[serde(rename = "Host")]
+    host: String,
+    #[serde(rename = "Locality")]
+    locality: &'static str,
+    #[serde(rename = "Speculative")]
+    speculative: bool,
+    #[serde(rename = "Getting Result Time")]
+    getting_result_time: u64,
+    #[serde(rename = "Finish Time")]
+    finish_time: i64,
+    #[serde(rename = "Failed")]
+    failed: bool,
+    #[serde(rename = "Killed")]
+    killed: bool,
+    #[serde(rename = "Accumulables")]
+    accumulables: Vec<Accumulable>,
+}
+
+/// One SQL metric's update in a task's `Accumulables`.
+#[derive(Debug, Serialize)]
+struct Accumulable {
+    #[serde(rename = "ID")]
+    id: i64,
+    #[serde(rename = "Name")]
+    name: String,
+    #[serde(rename = "Update")]
+    update: Decimal,
+    #[serde(rename = "Value")]
+    value: Decimal,
+    #[serde(rename = "Internal")]
+    internal: bool,
+    #[serde(rename = "Count Failed Values")]
+    count_failed_values: bool,
+    #[serde(rename = "Metadata")]
+    metadata: &'static str,
+}
+
+/// A number Spark writes as a JSON string.
+#[derive(Debug, Clone, Copy)]
+struct Decimal(i64);
+
+impl Serialize for Decimal {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(itoa::Buffer::new().format(self.0))
+    }
+}
+
 fn task_info(
     task: &TaskProfile,
     host: &str,
     finish: i64,
     failed: bool,
-    accumulables: Vec<Value>,
-) -> Value {
+    accumulables: Vec<Accumulable>,
+) -> TaskInfo {
     // a task of the local process ran on the driver; a cluster's, on its executor
     let (executor, host) = match &task.executor {
         Some(e) => (e.id.as_str(), e.host.as_str()),
         None => (DRIVER, host),
     };
-    let info = json!({
-        "Task ID": task.task_id,
-        "Index": task.partition,
-        "Attempt": task.attempt,
-        "Partition ID": task.partition,
-        "Launch Time": task.start_epoch_millis,
-        "Executor ID": executor,
-        "Host": host,
-        "Locality": if task.executor.is_some() { "NODE_LOCAL" } else { "PROCESS_LOCAL" },
-        "Speculative": false,
-        "Getting Result Time": 0,
-        "Finish Time": finish,
-        "Failed": failed,
-        "Killed": false,
-        "Accumulables": null,
-    });
-    put(info, [("Accumulables", Value::Array(accumulables))])
+    TaskInfo {
+        task_id: task.task_id,
+        index: task.partition,
+        attempt: task.attempt,
+        partition: task.partition,
+        launch_time: task.start_epoch_millis,
+        executor: executor.to_string(),
+        host: host.to_string(),
+        locality: if task.executor.is_some() {
+            "NODE_LOCAL"
+        } else {
+            "PROCESS_LOCAL"
+        },
+        speculative: false,
+        getting_result_time: 0,
+        finish_time: finish,
+        failed,
+        killed: false,
+        accumulables,
+    }
+}
+
+/// Spark's task end event, written from its parts: a query's most numerous event, and
+/// with a value per metric of the stage its largest.
+#[derive(Debug, Serialize)]
+pub struct TaskEnd {
+    #[serde(rename = "Event")]
+    event: &'static str,
+    #[serde(rename = "Stage ID")]
+    stage_id: u32,
+    #[serde(rename = "Stage Attempt ID")]
+    stage_attempt_id: u32,
+    #[serde(rename = "Task Type")]
+    task_type: &'static str,
+    #[serde(rename = "Task End Reason")]
+    reason: Value,
+    #[serde(rename = "Task Info")]
+    info: TaskInfo,
+    #[serde(rename = "Task Executor Metrics")]
+    executor_metrics: Value,
+    #[serde(rename = "Task Metrics")]
+    metrics: Value,
+}
+
+/// One event of a query's log, as Spark's JSON.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum QueryEvent {
+    /// An event built as a JSON value.
+    Json(Value),
+    /// A task's end.
+    TaskEnd(Box<TaskEnd>),
+}
+
+impl QueryEvent {
+    /// The event as a JSON value.
+    pub fn into_value(self) -> Value {
+        match self {
+            QueryEvent::Json(v) => v,
+            QueryEvent::TaskEnd(end) => serde_json::to_value(end).unwrap_or(Value::Null),
+        }
+    }
 }
 
 /// Spark's id of the local process's executor.
 pub(crate) const DRIVER: &str = "driver";
 
 /// The events of one query run on `host`, in the order Spark's listeners need them.
-pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Vec<Value> {
+pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Vec<QueryEvent> {
     let Some(profile) = q.profile else {
-        return not_planned_events(q, ids);
+        return not_planned_events(q, ids)
+            .into_iter()
+            .map(QueryEvent::Json)
+            .collect();
     };
     let with_functions = with_function_metrics(profile);
     let query = QueryEvents::new(q, &with_functions, host, ids);
-    let mut out = query.start();
+    let mut out: Vec<QueryEvent> = query.start().into_iter().map(QueryEvent::Json).collect();
     for stage in &query.stages {
         out.extend(query.stage(stage, true));
     }
-    out.extend(query.end(profile));
+    out.extend(query.end(profile).into_iter().map(QueryEvent::Json));
     out
 }
 
@@ -437,7 +548,12 @@ pub fn running_query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounter
     let query = QueryEvents::new(q, &with_functions, host, ids);
     let mut out = query.start();
     for stage in &query.stages {
-        out.extend(query.stage(stage, false));
+        out.extend(
+            query
+                .stage(stage, false)
+                .into_iter()
+                .map(QueryEvent::into_value),
+        );
     }
     out
 }
@@ -574,7 +690,7 @@ impl<'q> QueryEvents<'q> {
     /// A stage's events: all of them if `ended` (the query ended), else those of a
     /// running query's stage so far (none if no task started; its end once every task
     /// that started ended).
-    fn stage(&self, stage: &StageProfile, ended: bool) -> Vec<Value> {
+    fn stage(&self, stage: &StageProfile, ended: bool) -> Vec<QueryEvent> {
         let mut out = Vec::new();
         if !ended && stage.tasks.is_empty() {
             return out;
@@ -609,7 +725,7 @@ impl<'q> QueryEvents<'q> {
             "Stage Info": null,
             "Properties": null,
         });
-        out.push(put(
+        out.push(QueryEvent::Json(put(
             submitted_event,
             [
                 (
@@ -625,7 +741,7 @@ impl<'q> QueryEvents<'q> {
                 ),
                 ("Properties", self.properties.clone()),
             ],
-        ));
+        )));
         for task in &stage.tasks {
             let started = json!({
                 "Event": events::TASK_START,
@@ -633,13 +749,14 @@ impl<'q> QueryEvents<'q> {
                 "Stage Attempt ID": 0,
                 "Task Info": null,
             });
-            out.push(put(
+            let info = task_info(task, self.host, 0, false, Vec::new());
+            out.push(QueryEvent::Json(put(
                 started,
                 [(
                     "Task Info",
-                    task_info(task, self.host, 0, false, Vec::new()),
+                    serde_json::to_value(info).unwrap_or(Value::Null),
                 )],
-            ));
+            )));
         }
         let mut stage_peak = 0;
         let mut all_ended = true;
@@ -678,10 +795,10 @@ impl<'q> QueryEvents<'q> {
                 "Stage Attempt ID": 0,
                 "Executor Metrics": null,
             });
-            out.push(put(
+            out.push(QueryEvent::Json(put(
                 metrics,
                 [("Executor Metrics", executor_metrics(&memory))],
-            ));
+            )));
         }
         let info = stage_info(
             stage,
@@ -692,7 +809,10 @@ impl<'q> QueryEvents<'q> {
             failure,
         );
         let completed_event = json!({"Event": events::STAGE_COMPLETED, "Stage Info": null});
-        out.push(put(completed_event, [("Stage Info", info)]));
+        out.push(QueryEvent::Json(put(
+            completed_event,
+            [("Stage Info", info)],
+        )));
         out
     }
 
@@ -702,7 +822,7 @@ impl<'q> QueryEvents<'q> {
         task: &TaskProfile,
         result_task: bool,
         peak: i64,
-    ) -> Value {
+    ) -> QueryEvent {
         let mut accumulables = Vec::new();
         for id in &stage.node_ids {
             let Some(node) = self.nodes.get(id) else {
@@ -714,15 +834,15 @@ impl<'q> QueryEvents<'q> {
                     .iter()
                     .find(|v| v.task.is_some_and(|t| t.task_id == task.task_id))
                 {
-                    accumulables.push(json!({
-                        "ID": self.accs.get(node.id, &m.name),
-                        "Name": m.display_name,
-                        "Update": v.value.to_string(),
-                        "Value": v.value.to_string(),
-                        "Internal": true,
-                        "Count Failed Values": true,
-                        "Metadata": "sql",
-                    }));
+                    accumulables.push(Accumulable {
+                        id: self.accs.get(node.id, &m.name),
+                        name: m.display_name.clone(),
+                        update: Decimal(v.value),
+                        value: Decimal(v.value),
+                        internal: true,
+                        count_failed_values: true,
+                        metadata: "sql",
+                    });
                 }
             }
         }
@@ -740,28 +860,20 @@ impl<'q> QueryEvents<'q> {
             ..executor_memory.or(stage.memory).unwrap_or_default()
         };
         let finish = (task.finish_epoch_millis as i64).max(task.start_epoch_millis as i64);
-        let end = json!({
-            "Event": events::TASK_END,
-            "Stage ID": stage.id,
-            "Stage Attempt ID": 0,
-            "Task Type": if result_task { "ResultTask" } else { "ShuffleMapTask" },
-            "Task End Reason": null,
-            "Task Info": null,
-            "Task Executor Metrics": null,
-            "Task Metrics": null,
-        });
-        put(
-            end,
-            [
-                ("Task End Reason", end_reason(task.error.as_deref())),
-                (
-                    "Task Info",
-                    task_info(task, self.host, finish, task.error.is_some(), accumulables),
-                ),
-                ("Task Executor Metrics", executor_metrics(&task_memory)),
-                ("Task Metrics", task_metrics(task, &figures, result_task)),
-            ],
-        )
+        QueryEvent::TaskEnd(Box::new(TaskEnd {
+            event: events::TASK_END,
+            stage_id: stage.id,
+            stage_attempt_id: 0,
+            task_type: if result_task {
+                "ResultTask"
+            } else {
+                "ShuffleMapTask"
+            },
+            reason: end_reason(task.error.as_deref()),
+            info: task_info(task, self.host, finish, task.error.is_some(), accumulables),
+            executor_metrics: executor_metrics(&task_memory),
+            metrics: task_metrics(task, &figures, result_task),
+        }))
     }
 
     /// The job's end, the driver-side values, qprof's profile (`recorded`, as measured)
@@ -864,6 +976,7 @@ fn sql_end(execution_id: i64, q: &QueryRecord<'_>, query_id: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use qprof_core::metric::TaskRef;
 
     fn node(id: usize, name: &str, children: Vec<ProfileNode>) -> ProfileNode {
         ProfileNode {
@@ -881,6 +994,141 @@ mod tests {
             functions: Vec::new(),
             children,
         }
+    }
+
+    fn keys(v: &Value) -> Vec<&str> {
+        v.as_object().unwrap().keys().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn a_task_end_is_written_as_spark_writes_it() {
+        let task = TaskRef {
+            stage_id: 0,
+            stage_attempt: 0,
+            task_id: 7,
+            partition: 3,
+        };
+        let mut plan = node(0, "ProjectionExec", vec![]);
+        plan.stage_id = Some(0);
+        plan.metrics = vec![NodeMetric::summed(
+            names::OUTPUT_ROWS,
+            "number of output rows",
+            MetricKind::Sum,
+            vec![TaskValue {
+                task: Some(task),
+                value: 42,
+            }],
+        )];
+        let profile = QueryProfile {
+            id: 0,
+            sql: "SELECT 1".to_string(),
+            rows: 42,
+            duration_nanos: 1_000_000,
+            start_epoch_millis: 1_000,
+            plan,
+            stages: vec![StageProfile {
+                id: 0,
+                node_ids: vec![0],
+                tasks: vec![TaskProfile {
+                    task_id: 7,
+                    partition: 3,
+                    start_epoch_millis: 1_000,
+                    finish_epoch_millis: 1_010,
+                    metrics: Vec::new(),
+                    error: None,
+                    attempt: 0,
+                    executor: None,
+                }],
+                memory: None,
+                executor_memory: Vec::new(),
+            }],
+            memory: Vec::new(),
+            memory_pool: None,
+        };
+        let record = QueryRecord {
+            description: "q".to_string(),
+            sql: "SELECT 1",
+            plan_text: String::new(),
+            start_epoch_millis: 1_000,
+            end_epoch_millis: 1_020,
+            profile: Some(&profile),
+            error: None,
+        };
+        let events = query_events(&record, "host", &mut IdCounters::default());
+        let ends: Vec<Value> = events
+            .iter()
+            .filter(|e| matches!(e, QueryEvent::TaskEnd(_)))
+            .map(|e| serde_json::from_slice(&serde_json::to_vec(e).unwrap()).unwrap())
+            .collect();
+        assert_eq!(ends.len(), 1);
+        let end = &ends[0];
+        assert_eq!(
+            keys(end),
+            [
+                "Event",
+                "Stage ID",
+                "Stage Attempt ID",
+                "Task Type",
+                "Task End Reason",
+                "Task Info",
+                "Task Executor Metrics",
+                "Task Metrics"
+            ]
+        );
+        assert_eq!(end["Event"], "SparkListenerTaskEnd");
+        assert_eq!(end["Task Type"], "ResultTask");
+        let info = &end["Task Info"];
+        assert_eq!(
+            keys(info),
+            [
+                "Task ID",
+                "Index",
+                "Attempt",
+                "Partition ID",
+                "Launch Time",
+                "Executor ID",
+                "Host",
+                "Locality",
+                "Speculative",
+                "Getting Result Time",
+                "Finish Time",
+                "Failed",
+                "Killed",
+                "Accumulables"
+            ]
+        );
+        assert_eq!(
+            (&info["Task ID"], &info["Index"], &info["Finish Time"]),
+            (&json!(7), &json!(3), &json!(1_010))
+        );
+        assert_eq!(
+            (&info["Executor ID"], &info["Host"], &info["Locality"]),
+            (&json!("driver"), &json!("host"), &json!("PROCESS_LOCAL"))
+        );
+        let update = &info["Accumulables"][0];
+        assert_eq!(
+            keys(update),
+            [
+                "ID",
+                "Name",
+                "Update",
+                "Value",
+                "Internal",
+                "Count Failed Values",
+                "Metadata"
+            ]
+        );
+        // Spark writes a SQL metric's update as a string
+        assert_eq!(update["Update"], "42");
+        assert_eq!(update["Value"], "42");
+        assert_eq!(update["Name"], "number of output rows");
+        // the live path turns the same event into a value with the same content
+        let live = events
+            .into_iter()
+            .find(|e| matches!(e, QueryEvent::TaskEnd(_)))
+            .unwrap()
+            .into_value();
+        assert_eq!(&live, end);
     }
 
     #[test]

@@ -253,7 +253,7 @@ impl AppLog {
     }
 
     /// Writes one event as one line.
-    fn write(&mut self, event: &Value) -> Result<(), EventLogError> {
+    fn write(&mut self, event: &impl serde::Serialize) -> Result<(), EventLogError> {
         let mut line = serde_json::to_vec(event)?;
         line.push(b'\n');
         if self.sink.is_none()
