@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use ballista_core::config::TaskSchedulingPolicy;
 use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
@@ -12,6 +13,7 @@ use ballista_scheduler::scheduler_process::{create_scheduler, start_grpc_service
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 use qprof_datafusion::Profiler;
 
+use crate::client_pool::ConnectionPool;
 use crate::engine::QprofExecutionEngine;
 use crate::observer::ClusterObserver;
 
@@ -125,12 +127,20 @@ pub async fn run_executor(
         metric_collection_policy: ExecutorMetricCollectionPolicy::ProcessOnly,
         memory_pool_size: Some(options.memory_pool_bytes.unwrap_or(0)),
         print_thread_info: false,
-        override_execution_engine: profiler.map(|p| {
-            Arc::new(QprofExecutionEngine::new(p))
-                as Arc<dyn ballista_executor::execution_engine::ExecutionEngine>
-        }),
         ..ExecutorProcessConfig::default()
     };
+    // shuffle reads reuse connections, as Ballista's own engine's do
+    config.override_execution_engine = profiler.map(|p| {
+        let engine = QprofExecutionEngine::new(p);
+        let engine = if config.client_ttl > 0 {
+            engine.with_client_pool(Arc::new(ConnectionPool::new(Duration::from_secs(
+                config.client_ttl,
+            ))))
+        } else {
+            engine
+        };
+        Arc::new(engine) as Arc<dyn ballista_executor::execution_engine::ExecutionEngine>
+    });
     if let Some(id) = &options.executor_id {
         config.executor_id = id.clone();
     }

@@ -16,6 +16,7 @@
 //! - [`cluster`] starts both as processes (`qprof cluster scheduler|executor`).
 #![deny(missing_docs)]
 
+pub mod client_pool;
 pub mod cluster;
 mod engine;
 mod functions;
@@ -23,5 +24,6 @@ mod observer;
 pub mod profile;
 pub mod wire;
 
+pub use client_pool::ConnectionPool;
 pub use engine::{QprofExecutionEngine, QprofStageExec};
 pub use observer::{ClusterObserver, ListenerFactory, ObservedClusterState, ObservedJobState};
