@@ -68,10 +68,7 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
     qprof_tpch::register_all(&plain, &paths).await?;
     qprof_tpch::register_all(profiled.context(), &paths).await?;
     let queries = QueryList::or_all(args.queries.as_ref());
-    let sqls: Vec<&str> = queries
-        .iter()
-        .map(|&q| qprof_tpch::query(q).with_context(|| format!("no TPC-H query {q}")))
-        .collect::<Result<_>>()?;
+    let sqls = tpch_sqls(&queries)?;
     if let Some(side) = args.side {
         return one_side(side, &plain, &profiled, &queries, &sqls, args.rounds).await;
     }
@@ -194,6 +191,14 @@ pub(crate) fn report(
 /// CPU time of the process's periodic updater thread so far, in nanoseconds.
 fn updater_cpu() -> u64 {
     qprof_core::periodic::PeriodicUpdater::process().map_or(0, |u| u.thread_cpu_nanos())
+}
+
+/// The SQL of each TPC-H query in `queries`.
+pub(crate) fn tpch_sqls(queries: &[usize]) -> Result<Vec<&'static str>> {
+    queries
+        .iter()
+        .map(|&q| qprof_tpch::query(q).with_context(|| format!("no TPC-H query {q}")))
+        .collect()
 }
 
 /// Runs the queries on one side only, `rounds` times after one warm-up, and prints the

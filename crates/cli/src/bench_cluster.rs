@@ -17,7 +17,7 @@ use qprof_core::events::Listener;
 use qprof_datafusion::Profiler;
 use qprof_eventlog::listener::EventLogListener;
 
-use crate::bench::{Cost, report, run_alone};
+use crate::bench::{Cost, report, run_alone, tpch_sqls};
 use crate::cli::{BenchSide, OverheadArgs, QueryList, data_dir};
 use crate::run::prepare_tpch;
 
@@ -110,10 +110,7 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
         config = config.with_target_partitions(usize::from(n));
     }
     let queries = QueryList::or_all(args.queries.as_ref());
-    let sqls: Vec<&str> = queries
-        .iter()
-        .map(|&q| qprof_tpch::query(q).with_context(|| format!("no TPC-H query {q}")))
-        .collect::<Result<_>>()?;
+    let sqls = tpch_sqls(&queries)?;
     if let Some(side) = args.side {
         let log_dir = matches!(side, BenchSide::Qprof).then_some(logs.as_path());
         let (url, observer) = start_cluster(log_dir, vcores).await?;

@@ -31,12 +31,7 @@ fn defs_for(operator: &str, label: &str, value: &MetricValue) -> Vec<Def> {
             .into_iter()
             .map(|d| Def {
                 name: d.name.to_string(),
-                // most displays have no placeholder: no substring search for them
-                display: if d.display.contains('{') {
-                    d.display.replace("{op}", label)
-                } else {
-                    d.display.to_string()
-                },
+                display: d.display.replace("{op}", label),
                 kind: d.kind,
                 read_as: d.read_as,
             })
