@@ -94,7 +94,8 @@ pub struct ExecutorOptions {
     pub grpc_port: u16,
     /// Task slots (partitions run at once).
     pub vcores: usize,
-    /// Where shuffle files go (a new temporary directory if `None`).
+    /// Where shuffle files go (if `None`, a new temporary directory that is removed when
+    /// the executor stops).
     pub work_dir: Option<String>,
     /// The memory pool's size per task in bytes (unbounded if `None`).
     pub memory_pool_bytes: Option<u64>,
@@ -112,6 +113,20 @@ pub async fn run_executor(
     options: &ExecutorOptions,
     profiler: Option<Profiler>,
 ) -> Result<(), ClusterError> {
+    // Ballista's own fallback names a temporary directory that nobody removes; this one
+    // lives as long as the executor
+    let temporary = match options.work_dir {
+        Some(_) => None,
+        None => Some(
+            tempfile::Builder::new()
+                .prefix("qprof-executor-")
+                .tempdir()?,
+        ),
+    };
+    let work_dir = match &temporary {
+        Some(dir) => Some(dir.path().display().to_string()),
+        None => options.work_dir.clone(),
+    };
     let mut config = ExecutorProcessConfig {
         bind_host: options.host.clone(),
         external_host: Some(options.host.clone()),
@@ -122,7 +137,7 @@ pub async fn run_executor(
         scheduler_connect_timeout_seconds: 30,
         vcores: options.vcores,
         task_scheduling_policy: TaskSchedulingPolicy::PushStaged,
-        work_dir: options.work_dir.clone(),
+        work_dir,
         executor_heartbeat_interval_seconds: options.heartbeat_seconds.max(1),
         metric_collection_policy: ExecutorMetricCollectionPolicy::ProcessOnly,
         memory_pool_size: Some(options.memory_pool_bytes.unwrap_or(0)),
@@ -144,8 +159,9 @@ pub async fn run_executor(
     if let Some(id) = &options.executor_id {
         config.executor_id = id.clone();
     }
-    start_executor_process(Arc::new(config)).await?;
-    Ok(())
+    let outcome = start_executor_process(Arc::new(config)).await;
+    drop(temporary);
+    Ok(outcome?)
 }
 
 /// A client session on the cluster whose scheduler is at `url` (`df://HOST:PORT`), with

@@ -31,9 +31,11 @@ fn free_port() -> Result<u16> {
 }
 
 /// Starts a scheduler and its executors in this process, with qprof inside if `log_dir` is
-/// given (its event logs go there); returns the scheduler's URL and its observer.
+/// given (its event logs go there), their shuffle files under `work_dir`; returns the
+/// scheduler's URL and its observer.
 async fn start_cluster(
     log_dir: Option<&std::path::Path>,
+    work_dir: &std::path::Path,
     vcores: usize,
 ) -> Result<(String, Option<Arc<ClusterObserver>>)> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -50,7 +52,9 @@ async fn start_cluster(
     };
     let observed = observer.clone();
     tokio::spawn(async move { run_scheduler(listener, observed, &options).await });
-    for _ in 0..EXECUTORS {
+    for i in 0..EXECUTORS {
+        let work_dir = work_dir.join(format!("executor-{i}"));
+        std::fs::create_dir_all(&work_dir).context("cannot create an executor's work dir")?;
         let options = ExecutorOptions {
             scheduler,
             executor_id: None,
@@ -58,7 +62,7 @@ async fn start_cluster(
             flight_port: free_port()?,
             grpc_port: free_port()?,
             vcores,
-            work_dir: None,
+            work_dir: Some(work_dir.display().to_string()),
             memory_pool_bytes: None,
             heartbeat_seconds: 1,
         };
@@ -101,7 +105,12 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
     let dir = std::path::absolute(data_dir(args.data_dir.as_ref(), &args.tpch))
         .context("cannot resolve the data directory")?;
     let paths = prepare_tpch(&args.tpch, &dir)?;
-    let logs = std::env::temp_dir().join(format!("qprof-bench-cluster-{}", std::process::id()));
+    // the event logs and both clusters' shuffle files, removed at the end
+    let scratch = tempfile::Builder::new()
+        .prefix("qprof-bench-cluster-")
+        .tempdir()
+        .context("cannot create a directory for the event logs and shuffle files")?;
+    let logs = scratch.path().join("logs");
     std::fs::create_dir_all(&logs).context("cannot create a directory for the event logs")?;
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let vcores = (cores / EXECUTORS).max(1);
@@ -113,7 +122,7 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
     let sqls = tpch_sqls(&queries)?;
     if let Some(side) = args.side {
         let log_dir = matches!(side, BenchSide::Qprof).then_some(logs.as_path());
-        let (url, observer) = start_cluster(log_dir, vcores).await?;
+        let (url, observer) = start_cluster(log_dir, scratch.path(), vcores).await?;
         let ctx = connect(&url, &config).await?;
         tokio::time::sleep(Duration::from_secs(3)).await;
         qprof_tpch::register_all(&ctx, &paths).await?;
@@ -126,11 +135,11 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
         )
         .await?;
         end_session(&url, &ctx.session_id()).await?;
-        let _ = std::fs::remove_dir_all(&logs);
         return Ok(());
     }
-    let (plain_url, _) = start_cluster(None, vcores).await?;
-    let (qprof_url, observer) = start_cluster(Some(&logs), vcores).await?;
+    let (plain_url, _) = start_cluster(None, &scratch.path().join("plain"), vcores).await?;
+    let (qprof_url, observer) =
+        start_cluster(Some(&logs), &scratch.path().join("qprof"), vcores).await?;
     let observer = observer.as_deref();
     let plain = connect(&plain_url, &config).await?;
     let profiled = connect(&qprof_url, &config).await?;
@@ -163,6 +172,5 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
     );
     report(&queries, &plain_times, &profiled_times);
     end_session(&qprof_url, &profiled.session_id()).await?;
-    let _ = std::fs::remove_dir_all(&logs);
     Ok(())
 }

@@ -3,12 +3,24 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn qprof(args: &[&str]) -> Output {
+/// The `qprof` binary, run in a working directory of its own.
+fn command() -> Command {
     // runs write their event logs under the working directory: keep them out of the tree
     let cwd = std::env::temp_dir().join(format!("qprof-cli-cwd-{}", std::process::id()));
     std::fs::create_dir_all(&cwd).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_qprof"))
-        .current_dir(cwd)
+    let mut command = Command::new(env!("CARGO_BIN_EXE_qprof"));
+    command.current_dir(cwd);
+    command
+}
+
+fn qprof(args: &[&str]) -> Output {
+    command().args(args).output().expect("qprof starts")
+}
+
+/// `qprof ARGS` with `tmp` as its temporary directory.
+fn qprof_in_tmp(tmp: &Path, args: &[&str]) -> Output {
+    command()
+        .env("TMPDIR", tmp)
         .args(args)
         .output()
         .expect("qprof starts")
@@ -613,24 +625,31 @@ fn bench_overhead_runs_one_side_alone_or_both_with_the_updater_measured() {
 fn bench_overhead_runs_one_cluster_alone() {
     let dir = scratch("bench-cluster");
     let data = dir.join("data");
+    // the bench's event logs and its executors' shuffle files go under the temporary
+    // directory, and nothing of them may stay there
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
     for side in ["plain", "qprof"] {
-        let out = qprof(&[
-            "bench",
-            "overhead",
-            "--cluster",
-            "--side",
-            side,
-            "--tpch",
-            "0.01",
-            "--queries",
-            "6",
-            "--rounds",
-            "1",
-            "--partitions",
-            "2",
-            "--data-dir",
-            data.to_str().unwrap(),
-        ]);
+        let out = qprof_in_tmp(
+            &tmp,
+            &[
+                "bench",
+                "overhead",
+                "--cluster",
+                "--side",
+                side,
+                "--tpch",
+                "0.01",
+                "--queries",
+                "6",
+                "--rounds",
+                "1",
+                "--partitions",
+                "2",
+                "--data-dir",
+                data.to_str().unwrap(),
+            ],
+        );
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
@@ -651,6 +670,8 @@ fn bench_overhead_runs_one_cluster_alone() {
             .unwrap_or_else(|| panic!("{line}"));
         assert!(wall > 0.0, "{line}");
         assert!(!stdout.contains("overhead ratio"), "{stdout}");
+        let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().collect();
+        assert!(left.is_empty(), "{side}: left {left:?}");
     }
 }
 
