@@ -29,11 +29,14 @@ fn plain_context(config: SessionConfig, runtime: Arc<RuntimeEnv>) -> SessionCont
     SessionContext::new_with_state(state)
 }
 
-/// Wall time and process CPU time of one query run.
+/// Wall time and process CPU time of one query run, and on a cluster the job's own time.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Cost {
     pub(crate) wall: Duration,
     pub(crate) cpu: Duration,
+    /// On a cluster: the job's time there, from the scheduler's accepting it to its last
+    /// stage's end (milliseconds, as the scheduler reports it); zero in one process.
+    pub(crate) job: Duration,
 }
 
 async fn time_plain(ctx: &SessionContext, sql: &str) -> Result<Cost> {
@@ -43,6 +46,7 @@ async fn time_plain(ctx: &SessionContext, sql: &str) -> Result<Cost> {
     let cost = Cost {
         wall: start.elapsed(),
         cpu: Duration::from_nanos(process_cpu_nanos().saturating_sub(cpu)),
+        job: Duration::ZERO,
     };
     alloc::set_counting(true);
     result?;
@@ -55,6 +59,7 @@ async fn time_profiled(session: &ProfilingSession, q: usize, sql: &str) -> Resul
     Ok(Cost {
         wall: start.elapsed(),
         cpu: Duration::from_nanos(process_cpu_nanos().saturating_sub(cpu)),
+        job: Duration::ZERO,
     })
 }
 
@@ -112,80 +117,104 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
 }
 
 /// Prints each query's medians and qprof/plain ratios over the rounds (`times[query][round]`)
-/// and the total's, and returns the total's wall-time ratio.
+/// and the total's (with the jobs' own times on a cluster), and returns the total's
+/// wall-time ratio.
 pub(crate) fn report(
     queries: &[usize],
     plain_times: &[Vec<Cost>],
     profiled_times: &[Vec<Cost>],
 ) -> f64 {
     let rounds = plain_times.first().map_or(0, Vec::len);
-    println!(
+    let jobs = plain_times.iter().flatten().any(|c| !c.job.is_zero());
+    print!(
         "{:>6} {:>10} {:>10} {:>8} {:>11} {:>11} {:>8}",
         "query", "plain ms", "qprof ms", "ratio", "plain cpu", "qprof cpu", "cpu"
     );
+    if jobs {
+        print!(" {:>10} {:>10} {:>8}", "plain job", "qprof job", "job");
+    }
+    println!();
     let wall = |c: &Cost| millis(c.wall);
     let cpu = |c: &Cost| millis(c.cpu);
-    let row = |label: String, plain: Vec<Cost>, profiled: Vec<Cost>| -> f64 {
+    let job = |c: &Cost| millis(c.job);
+    // medians of each side and of the ratios of each round
+    let row = |label: &str, plain: &[Cost], profiled: &[Cost]| -> [f64; 3] {
         let med = |costs: &[Cost], f: &dyn Fn(&Cost) -> f64| {
             median(&mut costs.iter().map(f).collect::<Vec<_>>())
         };
         let ratio = |f: &dyn Fn(&Cost) -> f64| {
             let mut r: Vec<f64> = plain
                 .iter()
-                .zip(&profiled)
+                .zip(profiled)
                 .map(|(p, q)| f(q) / f(p).max(1e-9))
                 .collect();
             median(&mut r)
         };
-        let wall_ratio = ratio(&wall);
-        println!(
+        let ratios = [ratio(&wall), ratio(&cpu), ratio(&job)];
+        print!(
             "{label:>6} {:>10.1} {:>10.1} {:>8.3} {:>11.1} {:>11.1} {:>8.3}",
-            med(&plain, &wall),
-            med(&profiled, &wall),
-            wall_ratio,
-            med(&plain, &cpu),
-            med(&profiled, &cpu),
-            ratio(&cpu)
+            med(plain, &wall),
+            med(profiled, &wall),
+            ratios[0],
+            med(plain, &cpu),
+            med(profiled, &cpu),
+            ratios[1]
         );
-        wall_ratio
+        if jobs {
+            print!(
+                " {:>10.1} {:>10.1} {:>8.3}",
+                med(plain, &job),
+                med(profiled, &job),
+                ratios[2]
+            );
+        }
+        println!();
+        ratios
     };
     for (i, q) in queries.iter().enumerate() {
-        row(
-            format!("q{q}"),
-            plain_times[i].clone(),
-            profiled_times[i].clone(),
-        );
+        row(&format!("q{q}"), &plain_times[i], &profiled_times[i]);
     }
     let totals = |times: &[Vec<Cost>]| -> Vec<Cost> {
         (0..rounds)
             .map(|r| Cost {
                 wall: times.iter().map(|t| t[r].wall).sum(),
                 cpu: times.iter().map(|t| t[r].cpu).sum(),
+                job: times.iter().map(|t| t[r].job).sum(),
             })
             .collect()
     };
     let (plain_totals, profiled_totals) = (totals(plain_times), totals(profiled_times));
-    let mut spread: Vec<f64> = plain_totals
-        .iter()
-        .zip(&profiled_totals)
-        .map(|(p, q)| wall(q) / wall(p).max(1e-9))
-        .collect();
-    let ratio = row("total".to_string(), plain_totals, profiled_totals);
+    let [ratio, _, job_ratio] = row("total", &plain_totals, &profiled_totals);
     println!("overhead ratio: {ratio:.3}");
-    spread.sort_by(f64::total_cmp);
-    let at = |q: f64| spread[((spread.len() - 1) as f64 * q).round() as usize];
-    if !spread.is_empty() {
-        println!(
-            "round ratios (wall, all queries): min {:.3}, quartiles {:.3} {:.3} {:.3}, max {:.3} over {} rounds",
-            at(0.0),
-            at(0.25),
-            at(0.5),
-            at(0.75),
-            at(1.0),
-            spread.len()
-        );
+    print_spread("wall", &plain_totals, &profiled_totals, wall);
+    if jobs {
+        println!("overhead ratio of the jobs on the cluster: {job_ratio:.3}");
+        print_spread("jobs", &plain_totals, &profiled_totals, job);
     }
     ratio
+}
+
+/// Prints the spread of the rounds' qprof/plain ratios of `f` over all queries.
+fn print_spread(what: &str, plain: &[Cost], profiled: &[Cost], f: impl Fn(&Cost) -> f64) {
+    let mut spread: Vec<f64> = plain
+        .iter()
+        .zip(profiled)
+        .map(|(p, q)| f(q) / f(p).max(1e-9))
+        .collect();
+    if spread.is_empty() {
+        return;
+    }
+    spread.sort_by(f64::total_cmp);
+    let at = |q: f64| spread[((spread.len() - 1) as f64 * q).round() as usize];
+    println!(
+        "round ratios ({what}, all queries): min {:.3}, quartiles {:.3} {:.3} {:.3}, max {:.3} over {} rounds",
+        at(0.0),
+        at(0.25),
+        at(0.5),
+        at(0.75),
+        at(1.0),
+        spread.len()
+    );
 }
 
 /// CPU time of the process's periodic updater thread so far, in nanoseconds.
@@ -238,14 +267,19 @@ pub(crate) async fn run_alone(
             if round > 0 {
                 total.wall += cost.wall;
                 total.cpu += cost.cpu;
+                total.job += cost.job;
             }
         }
     }
-    println!(
+    print!(
         "{label} alone, {count} queries x {rounds} rounds after a warm-up: {:.1} ms wall, {:.1} ms cpu",
         millis(total.wall),
         millis(total.cpu)
     );
+    if !total.job.is_zero() {
+        print!(", {:.0} ms of jobs on the cluster", millis(total.job));
+    }
+    println!();
     Ok(())
 }
 
