@@ -2,8 +2,6 @@
 //! tables of [`crate::definitions`] (or named by a fallback rule for metrics no table
 //! knows), one value per task.
 
-use std::collections::{BTreeMap, HashMap};
-
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::MetricValue;
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
@@ -165,46 +163,60 @@ pub(crate) fn native_metrics(
     let Some(set) = plan.metrics() else {
         return Vec::new();
     };
-    // name -> (display, kind, reading, per-partition reads), in first-seen order
-    let mut acc: Vec<(Def, BTreeMap<Option<usize>, ReadValue>)> = Vec::new();
+    // name -> (display, kind, reading, per-partition reads), in first-seen order; an
+    // operator has a few dozen names and a task one partition or a few, so both are
+    // looked up in short vectors
+    let mut acc: Vec<(Def, Vec<(Option<usize>, ReadValue)>)> = Vec::new();
     // the slots of `acc` each native name feeds, worked out once per name (a scan has a
     // set of metrics per file it opened)
-    let mut slots_of: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut slots_of: Vec<(&str, Vec<usize>)> = Vec::new();
     for metric in set.iter() {
         let native = metric.value().name();
-        if !slots_of.contains_key(native) {
-            let defs = if SUPERSEDED.contains(&native) {
-                Vec::new()
-            } else {
-                defs_for(operator, label, metric.value())
-            };
-            let slots = defs
-                .into_iter()
-                .map(
-                    |def| match acc.iter().position(|(d, _)| d.name == def.name) {
-                        Some(i) => i,
-                        None => {
-                            acc.push((def, BTreeMap::new()));
-                            acc.len() - 1
-                        }
-                    },
-                )
-                .collect();
-            slots_of.insert(native, slots);
-        }
-        for &slot in &slots_of[native] {
+        // the names are mostly the same static strings: compare addresses first
+        let known = slots_of.iter().position(|(name, _)| {
+            (std::ptr::eq(name.as_ptr(), native.as_ptr()) && name.len() == native.len())
+                || *name == native
+        });
+        let at = match known {
+            Some(at) => at,
+            None => {
+                let defs = if SUPERSEDED.contains(&native) {
+                    Vec::new()
+                } else {
+                    defs_for(operator, label, metric.value())
+                };
+                let slots = defs
+                    .into_iter()
+                    .map(
+                        |def| match acc.iter().position(|(d, _)| d.name == def.name) {
+                            Some(i) => i,
+                            None => {
+                                acc.push((def, Vec::new()));
+                                acc.len() - 1
+                            }
+                        },
+                    )
+                    .collect();
+                slots_of.push((native, slots));
+                slots_of.len() - 1
+            }
+        };
+        for &slot in &slots_of[at].1 {
             let (def, by_partition) = &mut acc[slot];
             let Some(reads) = read(metric.value(), def.read_as) else {
                 continue;
             };
-            by_partition
-                .entry(metric.partition())
-                .or_default()
-                .add(reads);
+            let partition = metric.partition();
+            match by_partition.iter_mut().find(|(p, _)| *p == partition) {
+                Some((_, sum)) => sum.add(reads),
+                None => by_partition.push((partition, reads)),
+            }
         }
     }
     acc.into_iter()
-        .map(|(def, by_partition)| {
+        .map(|(def, mut by_partition)| {
+            // operator-wide values first, then by partition
+            by_partition.sort_unstable_by_key(|(p, _)| *p);
             let percent = def.read_as == ReadAs::RatioPercent;
             let mut overall = ReadValue::default();
             let tasks = by_partition
