@@ -151,6 +151,9 @@ fn read(value: &MetricValue, reading: ReadAs) -> Option<ReadValue> {
     }
 }
 
+/// A metric's reads added up by partition (`None`: operator-wide), in first-seen order.
+type ByPartition = Vec<(Option<usize>, ReadValue)>;
+
 /// DataFusion's own metrics of the operator, mapped through its definitions table.
 /// Values of the same metric and partition (e.g. one per Parquet file) are added up;
 /// values without a partition are operator-wide and carry no task.
@@ -166,7 +169,7 @@ pub(crate) fn native_metrics(
     // name -> (display, kind, reading, per-partition reads), in first-seen order; an
     // operator has a few dozen names and a task one partition or a few, so both are
     // looked up in short vectors
-    let mut acc: Vec<(Def, Vec<(Option<usize>, ReadValue)>)> = Vec::new();
+    let mut acc: Vec<(Def, ByPartition)> = Vec::new();
     // the slots of `acc` each native name feeds, worked out once per name (a scan has a
     // set of metrics per file it opened)
     let mut slots_of: Vec<(&str, Vec<usize>)> = Vec::new();
