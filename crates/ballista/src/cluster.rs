@@ -115,18 +115,16 @@ pub async fn run_executor(
 ) -> Result<(), ClusterError> {
     // Ballista's own fallback names a temporary directory that nobody removes; this one
     // lives as long as the executor
-    let temporary = match options.work_dir {
-        Some(_) => None,
-        None => Some(
-            tempfile::Builder::new()
-                .prefix("qprof-executor-")
-                .tempdir()?,
-        ),
-    };
-    let work_dir = match &temporary {
-        Some(dir) => Some(dir.path().display().to_string()),
-        None => options.work_dir.clone(),
-    };
+    let temporary = options
+        .work_dir
+        .is_none()
+        .then(|| tempfile::Builder::new().prefix("qprof-executor-").tempdir())
+        .transpose()?;
+    let work_dir = options.work_dir.clone().or_else(|| {
+        temporary
+            .as_ref()
+            .map(|dir| dir.path().display().to_string())
+    });
     let mut config = ExecutorProcessConfig {
         bind_host: options.host.clone(),
         external_host: Some(options.host.clone()),

@@ -86,10 +86,8 @@ async fn connect(url: &str, config: &SessionConfig) -> Result<SessionContext> {
 /// time, the whole process's until then, or until `observer` has posted (and logged)
 /// everything the query left it, so that no profile is built or written while the
 /// other cluster's next query runs; its job's time, the scheduler's, as the client's plan
-/// reports it.
-///
-/// Ballista's client asks for the job's status every 50 ms, so the client's wall time moves
-/// in steps of 50 ms; the job's time does not.
+/// reports it (in milliseconds: it leaves out planning on the client and fetching the
+/// results).
 async fn time_query(
     ctx: &SessionContext,
     sql: &str,

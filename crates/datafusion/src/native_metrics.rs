@@ -175,12 +175,7 @@ pub(crate) fn native_metrics(
     let mut slots_of: Vec<(&str, Vec<usize>)> = Vec::new();
     for metric in set.iter() {
         let native = metric.value().name();
-        // the names are mostly the same static strings: compare addresses first
-        let known = slots_of.iter().position(|(name, _)| {
-            (std::ptr::eq(name.as_ptr(), native.as_ptr()) && name.len() == native.len())
-                || *name == native
-        });
-        let at = match known {
+        let at = match slots_of.iter().position(|(name, _)| *name == native) {
             Some(at) => at,
             None => {
                 let defs = if SUPERSEDED.contains(&native) {
