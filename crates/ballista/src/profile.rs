@@ -20,6 +20,7 @@ use qprof_core::profile::{
     ExecutorRef, NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskMetric, TaskProfile,
     names,
 };
+use qprof_datafusion::operator_native_metrics;
 
 use crate::wire::{self, TaskFigures};
 
@@ -261,6 +262,8 @@ impl Builder<'_> {
             }
             if is_root {
                 metrics.extend(self.writer_native_metrics(stage, set));
+            } else {
+                metrics.extend(self.native_metrics(stage, plan.name(), set));
             }
         }
         let mut children: Vec<ProfileNode> = Vec::new();
@@ -321,6 +324,38 @@ impl Builder<'_> {
             metric.value = metric.tasks.iter().map(|v| v.value).max().unwrap_or(0);
         }
         metric
+    }
+
+    /// An operator's own metrics from DataFusion's side, as Ballista shipped them by
+    /// partition and qprof names them (the executors leave them out of qprof's values).
+    fn native_metrics(&self, stage: usize, operator: &str, set: &MetricsSet) -> Vec<NodeMetric> {
+        let native = set
+            .iter()
+            .filter(|m| !wire::is_qprof_metric(m.value().name()))
+            .map(AsRef::as_ref);
+        // each value under its partition, folded into its task as the packed ones are
+        let of_partition = |partition: usize| {
+            Some(TaskRef {
+                stage_id: 0,
+                stage_attempt: 0,
+                task_id: 0,
+                partition: u32::try_from(partition).unwrap_or(u32::MAX),
+            })
+        };
+        operator_native_metrics(operator, native, of_partition)
+            .into_iter()
+            .map(|m| {
+                let values: PartitionValues = m
+                    .tasks
+                    .iter()
+                    .map(|v| {
+                        let partition = v.task.map(|t| t.partition as usize);
+                        (partition, u64::try_from(v.value).unwrap_or(0))
+                    })
+                    .collect();
+                self.node_metric(stage, &m.name, &m.display_name, m.kind, &values)
+            })
+            .collect()
     }
 
     /// The shuffle writer's own metrics from DataFusion's side (rows and bytes written,

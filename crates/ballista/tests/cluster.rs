@@ -194,6 +194,36 @@ async fn a_query_on_two_executors_is_profiled_per_task_and_executor() {
     };
     assert_eq!(rows_of("DataSourceExec"), 20_000);
     assert_eq!(rows_of("FilterExec"), 20_000 - 6_667);
+    // DataFusion's own metrics, shipped by Ballista and named on the scheduler: the scans
+    // read some bytes of the files and no more than are on disk, each value under a task
+    let on_disk: u64 = std::fs::read_dir(dir.join("data"))
+        .unwrap()
+        .map(|f| f.unwrap().metadata().unwrap().len())
+        .sum();
+    let scanned: Vec<_> = nodes
+        .iter()
+        .filter(|n| n.name == "DataSourceExec")
+        .flat_map(|n| n.metrics.iter().filter(|m| m.name == "bytesScanned"))
+        .collect();
+    assert!(!scanned.is_empty(), "no scan has bytesScanned");
+    let scanned_bytes: i64 = scanned.iter().map(|m| m.value).sum();
+    assert!(
+        scanned_bytes > 0 && scanned_bytes as u64 <= on_disk,
+        "{scanned_bytes} bytes scanned of {on_disk}"
+    );
+    assert!(
+        scanned
+            .iter()
+            .flat_map(|m| &m.tasks)
+            .all(|v| v.task.is_some())
+    );
+    // and no metric twice on an operator
+    for node in &nodes {
+        let mut seen = std::collections::BTreeSet::new();
+        for m in &node.metrics {
+            assert!(seen.insert(&m.name), "{} has {} twice", node.name, m.name);
+        }
+    }
     // the stages are stitched: a reader's child is the stage it reads
     let readers: Vec<_> = nodes
         .iter()

@@ -52,6 +52,7 @@ mod spill;
 
 pub use decoded_functions::{FunctionTimer, for_each_function_call, for_each_own_function_call};
 pub use exec::ProfiledExec;
+pub use native_metrics::operator_native_metrics;
 pub use options::QprofOptions;
 pub use profiler::{
     ProfileError, ProfiledQuery, Profiler, QueryFailure, QuerySnapshot, QueryStream, describe_sql,

@@ -2,8 +2,7 @@
 //! tables of [`crate::definitions`] (or named by a fallback rule for metrics no table
 //! knows), one value per task.
 
-use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_plan::metrics::MetricValue;
+use datafusion::physical_plan::metrics::{Metric, MetricValue};
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
 use qprof_core::profile::NodeMetric;
 
@@ -154,18 +153,35 @@ fn read(value: &MetricValue, reading: ReadAs) -> Option<ReadValue> {
 /// A metric's reads added up by partition (`None`: operator-wide), in first-seen order.
 type ByPartition = Vec<(Option<usize>, ReadValue)>;
 
-/// DataFusion's own metrics of the operator, mapped through its definitions table.
+/// DataFusion's own `metrics` of an operator named `operator` (e.g. `HashJoinExec`), as
+/// qprof names them, each value under the task `task_of` gives its partition: the
+/// operator's table of definitions (or the fallback names), then the row-group totals of
+/// a Parquet scan derived from them. Values of the same metric and partition (e.g. one
+/// per Parquet file) are added up; values without a partition are operator-wide and carry
+/// no task.
+///
+/// An engine that ships DataFusion's metrics itself (Ballista does, by partition) maps
+/// them with this where they arrive, as the profile of a local query maps them.
+pub fn operator_native_metrics<'a>(
+    operator: &str,
+    metrics: impl IntoIterator<Item = &'a Metric>,
+    task_of: impl Fn(usize) -> Option<TaskRef>,
+) -> Vec<NodeMetric> {
+    let label = definitions::operator_label(operator);
+    let mut out = native_metrics(metrics, operator, &label, task_of);
+    add_stride_totals(&mut out);
+    out
+}
+
+/// DataFusion's own `metrics` of an operator, mapped through its definitions table.
 /// Values of the same metric and partition (e.g. one per Parquet file) are added up;
 /// values without a partition are operator-wide and carry no task.
-pub(crate) fn native_metrics(
-    plan: &dyn ExecutionPlan,
+pub(crate) fn native_metrics<'a>(
+    metrics: impl IntoIterator<Item = &'a Metric>,
     operator: &str,
     label: &str,
     task_of: impl Fn(usize) -> Option<TaskRef>,
 ) -> Vec<NodeMetric> {
-    let Some(set) = plan.metrics() else {
-        return Vec::new();
-    };
     // name -> (display, kind, reading, per-partition reads), in first-seen order; an
     // operator has a few dozen names and a task one partition or a few, so both are
     // looked up in short vectors
@@ -173,7 +189,7 @@ pub(crate) fn native_metrics(
     // the slots of `acc` each native name feeds, worked out once per name (a scan has a
     // set of metrics per file it opened)
     let mut slots_of: Vec<(&str, Vec<usize>)> = Vec::new();
-    for metric in set.iter() {
+    for metric in metrics {
         let native = metric.value().name();
         let at = match slots_of.iter().position(|(name, _)| *name == native) {
             Some(at) => at,
@@ -244,4 +260,70 @@ pub(crate) fn native_metrics(
             }
         })
         .collect()
+}
+
+/// Row groups skipped after statistics kept them, by the stage that skipped them.
+const ROW_GROUPS_SKIPPED_LATER: [&str; 3] = [
+    "rowGroupsSkippedByBloomFilter",
+    "rowGroupsSkippedByLimit",
+    "rowGroupsSkippedByDynamicFilter",
+];
+
+/// The seed's row-group totals of a Parquet scan, task by task: `skippedStrides`, row
+/// groups skipped by statistics, bloom filters, a limit or dynamic filters, and
+/// `processedStrides`, those statistics kept and nothing skipped later (DataFusion prunes
+/// in that order, each stage over what the previous kept).
+pub(crate) fn add_stride_totals(metrics: &mut Vec<NodeMetric>) {
+    let Some(kept_by_statistics) = metrics
+        .iter()
+        .find(|m| m.name == "rowGroupsKeptByStatistics")
+        .map(|m| m.tasks.clone())
+    else {
+        return;
+    };
+    let by_task = |name: &str| -> Vec<TaskValue> {
+        metrics
+            .iter()
+            .find(|m| m.name == name)
+            .map(|m| m.tasks.clone())
+            .unwrap_or_default()
+    };
+    let of_task = |values: &[TaskValue], task: Option<TaskRef>| -> i64 {
+        values
+            .iter()
+            .filter(|v| v.task == task)
+            .map(|v| v.value)
+            .sum()
+    };
+    let skipped_by_statistics = by_task("rowGroupsSkippedByStatistics");
+    let skipped_later: Vec<Vec<TaskValue>> = ROW_GROUPS_SKIPPED_LATER
+        .iter()
+        .map(|n| by_task(n))
+        .collect();
+    let mut skipped = Vec::with_capacity(kept_by_statistics.len());
+    let mut processed = Vec::with_capacity(kept_by_statistics.len());
+    for kept in &kept_by_statistics {
+        let later: i64 = skipped_later.iter().map(|v| of_task(v, kept.task)).sum();
+        let task = kept.task;
+        skipped.push(TaskValue {
+            task,
+            value: of_task(&skipped_by_statistics, task).saturating_add(later),
+        });
+        processed.push(TaskValue {
+            task,
+            value: kept.value.saturating_sub(later).max(0),
+        });
+    }
+    metrics.push(NodeMetric::summed(
+        "skippedStrides",
+        "number of row groups skipped",
+        MetricKind::Sum,
+        skipped,
+    ));
+    metrics.push(NodeMetric::summed(
+        "processedStrides",
+        "number of row groups read",
+        MetricKind::Sum,
+        processed,
+    ));
 }

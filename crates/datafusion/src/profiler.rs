@@ -387,7 +387,9 @@ impl Profiler {
     /// The profile of a plan from [`Profiler::instrument_plan`] as it ran so far: its
     /// stages and tasks numbered from 0 (as the plan numbers them, not the run), `rows` its
     /// output and `duration` its wall time. Its operators have their values, not their
-    /// display text (the engine that ran the plan has it).
+    /// display text (the engine that ran the plan has it) nor DataFusion's own metrics
+    /// (the engine ships those: map them with
+    /// [`operator_native_metrics`](crate::operator_native_metrics)).
     pub fn plan_profile(
         &self,
         plan: &Arc<dyn ExecutionPlan>,
@@ -405,6 +407,7 @@ impl Profiler {
                 start_epoch_millis,
                 ended: true,
                 operator_texts: false,
+                native_metrics: false,
             },
             &RunIds::default(),
         )
@@ -463,6 +466,7 @@ impl Profiler {
                     start_epoch_millis: q.start_epoch_millis,
                     ended: false,
                     operator_texts: true,
+                    native_metrics: true,
                 },
             )
         };
@@ -697,6 +701,7 @@ impl Profiler {
                     start_epoch_millis: started.start_epoch_millis,
                     ended: true,
                     operator_texts: true,
+                    native_metrics: true,
                 },
                 &self.shared.ids,
             );

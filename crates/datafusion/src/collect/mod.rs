@@ -25,7 +25,7 @@ mod replaced_rows;
 
 use crate::definitions;
 use crate::exec::ProfiledExec;
-use crate::native_metrics::native_metrics;
+use crate::native_metrics::{add_stride_totals, native_metrics};
 use qprof_core::call_site::FunctionSite;
 
 /// Hands out stage and task ids that are unique within one run (one application), as
@@ -75,6 +75,9 @@ pub(crate) struct QueryInfo {
     /// Whether operators get their display text (an engine that ships only the values
     /// leaves it out: formatting every operator is most of a small task's profile).
     pub operator_texts: bool,
+    /// Whether operators get DataFusion's own metrics (an engine that ships those itself,
+    /// as Ballista does, leaves them out: mapping them is most of a task's profile).
+    pub native_metrics: bool,
 }
 
 /// Counters of one operator, read once so that every figure of a profile comes from the
@@ -224,6 +227,7 @@ pub(crate) fn collect_profile(
         functions,
         producers: &producers,
         texts: info.operator_texts,
+        native: info.native_metrics,
     };
     let mut root = builder.node(plan);
     let join_shapes: Vec<_> = wrapped
@@ -351,72 +355,6 @@ fn spill_metrics(reading: &OperatorSnapshot, tasks: &TaskMap) -> Vec<NodeMetric>
     summed_over_tasks(SPILL_METRICS, &reading.spill, reading.stage, tasks)
 }
 
-/// Row groups skipped after statistics kept them, by the stage that skipped them.
-const ROW_GROUPS_SKIPPED_LATER: [&str; 3] = [
-    "rowGroupsSkippedByBloomFilter",
-    "rowGroupsSkippedByLimit",
-    "rowGroupsSkippedByDynamicFilter",
-];
-
-/// The seed's row-group totals of a Parquet scan, task by task: `skippedStrides`, row
-/// groups skipped by statistics, bloom filters, a limit or dynamic filters, and
-/// `processedStrides`, those statistics kept and nothing skipped later (DataFusion prunes
-/// in that order, each stage over what the previous kept).
-fn add_stride_totals(metrics: &mut Vec<NodeMetric>) {
-    let Some(kept_by_statistics) = metrics
-        .iter()
-        .find(|m| m.name == "rowGroupsKeptByStatistics")
-        .map(|m| m.tasks.clone())
-    else {
-        return;
-    };
-    let by_task = |name: &str| -> Vec<TaskValue> {
-        metrics
-            .iter()
-            .find(|m| m.name == name)
-            .map(|m| m.tasks.clone())
-            .unwrap_or_default()
-    };
-    let of_task = |values: &[TaskValue], task: Option<TaskRef>| -> i64 {
-        values
-            .iter()
-            .filter(|v| v.task == task)
-            .map(|v| v.value)
-            .sum()
-    };
-    let skipped_by_statistics = by_task("rowGroupsSkippedByStatistics");
-    let skipped_later: Vec<Vec<TaskValue>> = ROW_GROUPS_SKIPPED_LATER
-        .iter()
-        .map(|n| by_task(n))
-        .collect();
-    let mut skipped = Vec::with_capacity(kept_by_statistics.len());
-    let mut processed = Vec::with_capacity(kept_by_statistics.len());
-    for kept in &kept_by_statistics {
-        let later: i64 = skipped_later.iter().map(|v| of_task(v, kept.task)).sum();
-        let task = kept.task;
-        skipped.push(TaskValue {
-            task,
-            value: of_task(&skipped_by_statistics, task).saturating_add(later),
-        });
-        processed.push(TaskValue {
-            task,
-            value: kept.value.saturating_sub(later).max(0),
-        });
-    }
-    metrics.push(NodeMetric::summed(
-        "skippedStrides",
-        "number of row groups skipped",
-        MetricKind::Sum,
-        skipped,
-    ));
-    metrics.push(NodeMetric::summed(
-        "processedStrides",
-        "number of row groups read",
-        MetricKind::Sum,
-        processed,
-    ));
-}
-
 fn gather<'a>(plan: &'a Arc<dyn ExecutionPlan>, out: &mut Vec<&'a ProfiledExec>) {
     if let Some(exec) = ProfiledExec::of(plan.as_ref()) {
         out.push(exec);
@@ -438,6 +376,8 @@ struct NodeBuilder<'a> {
     producers: &'a dynamic_filters::Producers,
     /// Whether nodes get their display text.
     texts: bool,
+    /// Whether nodes get DataFusion's own metrics.
+    native: bool,
 }
 
 impl NodeBuilder<'_> {
@@ -476,10 +416,18 @@ impl NodeBuilder<'_> {
                 (self.next_unwrapped_id - 1, None, Vec::new())
             }
         };
-        let stage_of_tasks = stage_id;
-        metrics.extend(native_metrics(plan.as_ref(), &name, &label, |p| {
-            tasks.get(stage_of_tasks, p)
-        }));
+        // an engine that ships DataFusion's metrics itself maps them where they arrive
+        if self.native
+            && let Some(set) = plan.metrics()
+        {
+            let stage_of_tasks = stage_id;
+            metrics.extend(native_metrics(
+                set.iter().map(AsRef::as_ref),
+                &name,
+                &label,
+                |p| tasks.get(stage_of_tasks, p),
+            ));
+        }
         if let Some(exec) = ProfiledExec::of(plan.as_ref()) {
             add_listing_pruning(&mut metrics, exec);
         }
