@@ -10,10 +10,12 @@
 //! Each operator's set gets one such metric per partition its values belong to (Ballista
 //! maps a task's local partition to the stage's, so the scheduler reads them by the
 //! stage's partition), whose name packs every value of that partition:
-//! `qprof-pack:1:` then records, each a letter and its fields, text as `<bytes>:<text>`
+//! `qprof-pack:2:` then records, each a letter and its fields, text as `<bytes>:<text>`
 //! and numbers as `<decimal>,`:
 //!
-//! - `m` an operator's metric: kind, name, display name, value;
+//! - `m` an operator's metric of qprof's own: kind, name, display name, value (DataFusion's
+//!   own metrics are not packed: Ballista ships them in the same sets, by partition, and
+//!   the scheduler names them; version 1 packed them too);
 //! - `t` the task's own figures (its span, time and memory), on the first set (the
 //!   stage's shuffle writer), partition 0 of the task: ten numbers;
 //! - `f` what a function call of the operator measured in the task, partition 0 of the
@@ -36,7 +38,7 @@ use qprof_core::sampling::FunctionStats;
 pub const PREFIX: &str = "qprof";
 /// The prefix of a metric that packs qprof's values of one operator and partition,
 /// with the format's version.
-pub const PACK_PREFIX: &str = "qprof-pack:1:";
+pub const PACK_PREFIX: &str = "qprof-pack:2:";
 
 /// Whether a metric named `name` is one of qprof's (not the operator's own).
 pub fn is_qprof_metric(name: &str) -> bool {
