@@ -305,56 +305,24 @@ impl Builder<'_> {
         kind: MetricKind,
         values: &[(Option<usize>, u64)],
     ) -> NodeMetric {
-        let is_peak = name == names::PEAK_MEMORY_BYTES;
-        let mut by_task: Vec<TaskValue> = Vec::new();
-        for &(partition, value) in values {
-            let task = partition.and_then(|p| self.task_of(stage, p));
-            let value = i64::try_from(value).unwrap_or(i64::MAX);
-            match by_task
-                .iter_mut()
-                .find(|v| task.is_some() && v.task == task)
-            {
-                Some(v) if is_peak => v.value = v.value.max(value),
-                Some(v) => v.value = v.value.saturating_add(value),
-                None => by_task.push(TaskValue { task, value }),
-            }
-        }
-        let mut metric = NodeMetric::summed(name, display, kind, by_task);
-        if is_peak {
-            metric.value = metric.tasks.iter().map(|v| v.value).max().unwrap_or(0);
-        }
-        metric
+        let values = values.iter().map(|&(partition, value)| TaskValue {
+            task: partition.and_then(|p| self.task_of(stage, p)),
+            value: i64::try_from(value).unwrap_or(i64::MAX),
+        });
+        folded_by_task(name, display, kind, values)
     }
 
     /// An operator's own metrics from DataFusion's side, as Ballista shipped them by
-    /// partition and qprof names them (the executors leave them out of qprof's values).
+    /// partition and qprof names them (the executors leave them out of qprof's values),
+    /// each folded into its tasks as the packed ones are.
     fn native_metrics(&self, stage: usize, operator: &str, set: &MetricsSet) -> Vec<NodeMetric> {
         let native = set
             .iter()
             .filter(|m| !wire::is_qprof_metric(m.value().name()))
             .map(AsRef::as_ref);
-        // each value under its partition, folded into its task as the packed ones are
-        let of_partition = |partition: usize| {
-            Some(TaskRef {
-                stage_id: 0,
-                stage_attempt: 0,
-                task_id: 0,
-                partition: u32::try_from(partition).unwrap_or(u32::MAX),
-            })
-        };
-        operator_native_metrics(operator, native, of_partition)
+        operator_native_metrics(operator, native, |p| self.task_of(stage, p))
             .into_iter()
-            .map(|m| {
-                let values: PartitionValues = m
-                    .tasks
-                    .iter()
-                    .map(|v| {
-                        let partition = v.task.map(|t| t.partition as usize);
-                        (partition, u64::try_from(v.value).unwrap_or(0))
-                    })
-                    .collect();
-                self.node_metric(stage, &m.name, &m.display_name, m.kind, &values)
-            })
+            .map(|m| folded_by_task(&m.name, &m.display_name, m.kind, m.tasks))
             .collect()
     }
 
@@ -389,6 +357,33 @@ impl Builder<'_> {
             })
             .collect()
     }
+}
+
+/// A metric whose values of the same task (several partitions of one task) are folded
+/// into one: a peak is the largest, anything else the sum. Values of no task stay apart.
+fn folded_by_task(
+    name: &str,
+    display: &str,
+    kind: MetricKind,
+    values: impl IntoIterator<Item = TaskValue>,
+) -> NodeMetric {
+    let is_peak = name == names::PEAK_MEMORY_BYTES;
+    let mut by_task: Vec<TaskValue> = Vec::new();
+    for TaskValue { task, value } in values {
+        match by_task
+            .iter_mut()
+            .find(|v| task.is_some() && v.task == task)
+        {
+            Some(v) if is_peak => v.value = v.value.max(value),
+            Some(v) => v.value = v.value.saturating_add(value),
+            None => by_task.push(TaskValue { task, value }),
+        }
+    }
+    let mut metric = NodeMetric::summed(name, display, kind, by_task);
+    if is_peak {
+        metric.value = metric.tasks.iter().map(|v| v.value).max().unwrap_or(0);
+    }
+    metric
 }
 
 /// The profile of the job `graph` describes, query `id` of its application.

@@ -420,12 +420,11 @@ impl NodeBuilder<'_> {
         if self.native
             && let Some(set) = plan.metrics()
         {
-            let stage_of_tasks = stage_id;
             metrics.extend(native_metrics(
                 set.iter().map(AsRef::as_ref),
                 &name,
                 &label,
-                |p| tasks.get(stage_of_tasks, p),
+                |p| tasks.get(stage_id, p),
             ));
         }
         if let Some(exec) = ProfiledExec::of(plan.as_ref()) {
