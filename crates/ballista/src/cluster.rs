@@ -5,15 +5,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ballista_core::config::TaskSchedulingPolicy;
+use ballista_core::registry::BallistaFunctionRegistry;
+use ballista_core::utils::{default_config_producer, default_session_builder};
 use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
 use ballista_executor::metrics::ExecutorMetricCollectionPolicy;
 use ballista_scheduler::cluster::BallistaCluster;
 use ballista_scheduler::config::{SchedulerConfig, TaskDistributionPolicy};
 use ballista_scheduler::scheduler_process::{create_scheduler, start_grpc_service_with_listener};
+use datafusion::execution::{SessionState, SessionStateBuilder};
+use datafusion::prelude::SessionConfig;
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
-use qprof_datafusion::Profiler;
+use qprof_datafusion::{Profiler, QprofOptions, plan_timed_calls};
 
 use crate::client_pool::ConnectionPool;
+use crate::codec::QprofPhysicalCodec;
 use crate::engine::QprofExecutionEngine;
 use crate::observer::ClusterObserver;
 
@@ -65,6 +70,14 @@ pub async fn run_scheduler(
         .with_task_distribution(TaskDistributionPolicy::RoundRobin);
     config.executor_timeout_seconds = options.executor_timeout_seconds;
     config.expire_dead_executor_interval_seconds = options.executor_timeout_seconds.clamp(1, 15);
+    if observer.is_some() {
+        // function calls planned timed, as the client's options ask, and shipped so
+        config.override_config_producer = Some(Arc::new(qprof_config));
+        config.override_session_builder = Some(Arc::new(timed_calls_session));
+        config.override_physical_codec = Some(Arc::new(QprofPhysicalCodec::new(
+            &BallistaFunctionRegistry::default(),
+        )));
+    }
     let cluster = BallistaCluster::new_from_config(&config).await?;
     let cluster = match observer {
         Some(observer) => {
@@ -77,6 +90,19 @@ pub async fn run_scheduler(
         create_scheduler::<LogicalPlanNode, PhysicalPlanNode>(cluster, Arc::new(config)).await?;
     start_grpc_service_with_listener(listener, scheduler).await?;
     Ok(())
+}
+
+/// Ballista's session configuration, with qprof's options: a client's `qprof.*` settings
+/// reach the scheduler's planner and the executors' tasks.
+fn qprof_config() -> SessionConfig {
+    default_config_producer().with_option_extension(QprofOptions::default())
+}
+
+/// Ballista's scheduler session, planning each function call timed (see
+/// [`QprofPhysicalCodec`]).
+fn timed_calls_session(config: SessionConfig) -> datafusion::common::Result<SessionState> {
+    let state = default_session_builder(config)?;
+    Ok(plan_timed_calls(SessionStateBuilder::new_from_existing(state)).build())
 }
 
 /// How an executor with qprof inside runs.
@@ -142,6 +168,13 @@ pub async fn run_executor(
         print_thread_info: false,
         ..ExecutorProcessConfig::default()
     };
+    if profiler.is_some() {
+        // the functions the codec decodes timed calls of are the ones the tasks look up
+        let registry = Arc::new(BallistaFunctionRegistry::default());
+        config.override_physical_codec = Some(Arc::new(QprofPhysicalCodec::new(&registry)));
+        config.override_function_registry = Some(registry);
+        config.override_config_producer = Some(Arc::new(qprof_config));
+    }
     // shuffle reads reuse connections, as Ballista's own engine's do
     config.override_execution_engine = profiler.map(|p| {
         let engine = QprofExecutionEngine::new(p);
@@ -169,7 +202,7 @@ pub async fn run_executor(
 /// When `url` is not a scheduler's URL.
 pub async fn remote_session(
     url: &str,
-    config: datafusion::prelude::SessionConfig,
+    config: SessionConfig,
 ) -> datafusion::error::Result<datafusion::prelude::SessionContext> {
     use ballista::prelude::SessionContextExt;
     let state = datafusion::execution::SessionStateBuilder::new()

@@ -25,11 +25,14 @@ use datafusion::execution::TaskContext;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::{MetricValue, MetricsSet};
 use datafusion::prelude::SessionConfig;
+use qprof_core::call_site::FunctionSite;
 use qprof_core::clock::epoch_millis;
 use qprof_core::executor_memory::MemorySample;
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
 use qprof_core::profile::{NodeMetric, ProfileNode, QueryProfile, names};
-use qprof_datafusion::{FunctionTimer, ProfiledExec, Profiler, QprofOptions};
+use qprof_datafusion::{
+    FunctionTimer, PlanSites, ProfiledExec, Profiler, QprofOptions, attach_sites, claim_sites,
+};
 
 use crate::functions::Redecoder;
 use crate::wire::{self, Packer, TaskFigures};
@@ -109,17 +112,20 @@ impl ExecutionEngine for QprofExecutionEngine {
         work_dir: &str,
         config: &SessionConfig,
     ) -> Result<Arc<dyn QueryStageExecutor>> {
+        // the calls the scheduler shipped timed are this task's, unless another task that
+        // shares the decoded plan took them: then the plan is decoded again with calls
+        // timed for this task
         let options = QprofOptions::of(config.options());
-        let timed = options
-            .tracks_functions()
-            .then(|| {
-                self.redecoder
-                    .with_timed_functions(&plan, config, FunctionTimer::new(options))
-            })
-            .flatten();
-        let (plan, timer) = match timed {
-            Some((plan, timer)) => (plan, Some(timer)),
-            None => (plan, None),
+        let (plan, sites) = match claim_sites(&plan) {
+            PlanSites::Claimed(sites) => (plan, CallSites::Shipped(sites)),
+            PlanSites::Taken | PlanSites::Untimed if options.tracks_functions() => match self
+                .redecoder
+                .with_timed_functions(&plan, config, FunctionTimer::new(options))
+            {
+                Some((plan, timer)) => (plan, CallSites::Redecoded(timer)),
+                None => (plan, CallSites::None),
+            },
+            PlanSites::Taken | PlanSites::Untimed => (plan, CallSites::None),
         };
         let plan = self.with_readers(plan, work_dir)?;
         let Some(decoded) = plan.children().first().map(|c| Arc::clone(c)) else {
@@ -128,8 +134,10 @@ impl ExecutionEngine for QprofExecutionEngine {
             ));
         };
         let input = self.profiler.instrument_plan(Arc::clone(&decoded))?;
-        if let Some(timer) = timer {
-            timer.attach(&decoded, &input);
+        match sites {
+            CallSites::Shipped(sites) => attach_sites(&decoded, &input, sites),
+            CallSites::Redecoded(timer) => timer.attach(&decoded, &input),
+            CallSites::None => {}
         }
         let work_dir = work_dir.to_string();
         let (writer, variant): (Arc<dyn ExecutionPlan>, ShuffleWriterVariant) = if plan
@@ -174,6 +182,16 @@ impl ExecutionEngine for QprofExecutionEngine {
             run: Mutex::new(None),
         }))
     }
+}
+
+/// Where the sites of a task's timed function calls come from.
+enum CallSites {
+    /// Shipped timed by the scheduler, decoded by Ballista.
+    Shipped(Vec<Arc<FunctionSite>>),
+    /// Handed out by a second decode.
+    Redecoded(Arc<FunctionTimer>),
+    /// No call of the task is timed.
+    None,
 }
 
 /// What one run of a task left for its metrics.

@@ -1,9 +1,10 @@
-//! Per-function CPU time on an executor.
+//! Per-function CPU time on an executor whose stage plans come untimed.
 //!
-//! An executor decodes each stage plan with the functions of its registry, shared by every
-//! call of every task. qprof times each call site apart, so the engine decodes the task's
-//! plan once more: its functions are looked up through a codec that hands out a timed
-//! function (a call site of its own) per lookup, from a [`FunctionTimer`].
+//! qprof's scheduler ships each function call timed (see [`crate::codec`]). A plan from
+//! another scheduler, or a plan decoded once for several tasks (the second task's), has
+//! no call timed for its task; the engine then decodes the task's plan once more: its
+//! functions are looked up through a codec that hands out a timed function (a call site
+//! of its own) per lookup, from a [`FunctionTimer`].
 //!
 //! Only the operators that call functions, and the operators above them, are decoded
 //! again: every subtree without a call (scans and shuffle readers, typically: most of a
@@ -33,7 +34,10 @@ use datafusion_proto::physical_plan::{
     AsExecutionPlan, PhysicalExtensionCodec, PhysicalProtoConverterExtension,
 };
 use datafusion_proto::protobuf::PhysicalPlanNode;
-use qprof_datafusion::{FunctionTimer, for_each_function_call, for_each_own_function_call};
+use qprof_datafusion::{
+    FunctionTimer, for_each_function_call, for_each_own_function_call, untimed_aggregate,
+    untimed_scalar,
+};
 
 /// Decodes the functions of a plan as timed ones: the plan's own functions, by name, each
 /// lookup wrapped by the timer; everything else as Ballista's codec decodes it.
@@ -211,7 +215,8 @@ impl Redecoder {
     }
 }
 
-/// The scalar and aggregate functions `plan` calls, by name.
+/// The scalar and aggregate functions `plan` calls, by name (a timed call's function
+/// as it is untimed: the second decode times it at a site of its own).
 fn functions_of(
     plan: &Arc<dyn ExecutionPlan>,
 ) -> (HashMap<String, ScalarUDF>, HashMap<String, AggregateUDF>) {
@@ -221,12 +226,12 @@ fn functions_of(
         |call, _| {
             scalars
                 .entry(call.fun().name().to_string())
-                .or_insert_with(|| call.fun().clone());
+                .or_insert_with(|| untimed_scalar(call.fun()));
         },
         |call| {
             aggregates
                 .entry(call.fun().name().to_string())
-                .or_insert_with(|| call.fun().clone());
+                .or_insert_with(|| untimed_aggregate(call.fun()));
         },
     );
     (scalars, aggregates)
@@ -481,6 +486,59 @@ mod tests {
             Redecoder::default()
                 .with_timed_functions(&plan, &SessionConfig::new(), timer)
                 .is_none()
+        );
+    }
+
+    #[tokio::test]
+    async fn calls_timed_for_another_task_are_timed_again_once_for_this_one() {
+        use datafusion::execution::SessionStateBuilder;
+        use qprof_datafusion::{plan_timed_calls, timed_mode};
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+        let column = Arc::new(Int64Array::from(vec![1, -2, 3, -4]));
+        let batch = RecordBatch::try_new(Arc::clone(&schema), vec![column]).unwrap();
+        let state = SessionStateBuilder::new()
+            .with_config(SessionConfig::new().with_target_partitions(1))
+            .with_default_features();
+        let ctx = SessionContext::new_with_state(plan_timed_calls(state).build());
+        let table = MemTable::try_new(schema, vec![vec![batch]]).unwrap();
+        ctx.register_table("t", Arc::new(table)).unwrap();
+        let plan = ctx
+            .sql("SELECT abs(v) AS a FROM t")
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap();
+        let shipped = std::cell::RefCell::new(Vec::new());
+        for_each_function_call(
+            &plan,
+            |call, _| shipped.borrow_mut().push(call.fun().clone()),
+            |_| {},
+        );
+        let shipped = shipped.into_inner();
+        assert!(
+            shipped.iter().all(|f| timed_mode(f).is_some()),
+            "{shipped:?}"
+        );
+
+        let timer = FunctionTimer::new(QprofOptions::default());
+        let (decoded, timer) = Redecoder::default()
+            .with_timed_functions(&plan, &SessionConfig::new(), timer)
+            .expect("the projection calls abs");
+        assert_eq!(timer.len(), shipped.len());
+        for_each_function_call(
+            &decoded,
+            |call, _| {
+                // timed, and its function the plain one: not a timed call timed again
+                assert!(timed_mode(call.fun()).is_some());
+                assert!(timed_mode(&untimed_scalar(call.fun())).is_none());
+                assert!(
+                    shipped
+                        .iter()
+                        .all(|f| !Arc::ptr_eq(f.inner(), call.fun().inner()))
+                );
+            },
+            |_| {},
         );
     }
 }

@@ -7,7 +7,8 @@
 //!   `qprof-datafusion` would), and ships what they measured with the task's own metrics
 //!   in the kinds Ballista carries ([`wire`]): never a `Custom` metric, never a set more
 //!   or less than the stage's plan has. Each call of a scalar or aggregate function is
-//!   timed at a call site of its own, per task, as in one process.
+//!   timed at a call site of its own, per task, as in one process: the scheduler plans
+//!   the calls timed and [`QprofPhysicalCodec`] carries them to the executors.
 //! - On the scheduler, [`ClusterObserver`] wraps Ballista's job and cluster state: each
 //!   client session becomes an application on its own event bus, each job a query whose
 //!   end carries its [`qprof_core::profile::QueryProfile`] ([`profile`]): the stage plans
@@ -18,6 +19,7 @@
 
 pub mod client_pool;
 pub mod cluster;
+mod codec;
 mod engine;
 mod functions;
 mod observer;
@@ -25,5 +27,6 @@ pub mod profile;
 pub mod wire;
 
 pub use client_pool::ConnectionPool;
+pub use codec::QprofPhysicalCodec;
 pub use engine::{QprofExecutionEngine, QprofStageExec};
 pub use observer::{ClusterObserver, ListenerFactory, ObservedClusterState, ObservedJobState};

@@ -11,7 +11,7 @@
 
 use std::cell::RefCell;
 use std::fmt;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::ThreadId;
 
@@ -81,6 +81,8 @@ pub struct FunctionSite {
     /// The clock that times measured vectors.
     clock: &'static (dyn ClockSource + Sync),
     shards: Mutex<Vec<Arc<SiteShard>>>,
+    /// Whether a plan's profile took the site (see [`FunctionSite::claim`]).
+    claimed: AtomicBool,
 }
 
 impl fmt::Debug for FunctionSite {
@@ -161,7 +163,15 @@ impl FunctionSite {
             costs,
             clock,
             shards: Mutex::new(Vec::new()),
+            claimed: AtomicBool::new(false),
         }
+    }
+
+    /// Takes the site for one plan's profile: true for the first caller only. A plan
+    /// decoded once and run by several tasks shares its sites; the first task's profile
+    /// takes them, and the others time their calls at sites of their own.
+    pub fn claim(&self) -> bool {
+        !self.claimed.swap(true, Relaxed)
     }
 
     /// The function's name.
@@ -449,6 +459,22 @@ mod tests {
             cpu_bias_nanos: 0.0,
             wall_bias_nanos: 0.0,
         }
+    }
+
+    #[test]
+    fn a_site_is_claimed_once_whoever_races_for_it() {
+        let site = Arc::new(FunctionSite::new("f", String::new(), TrackingMode::Full));
+        let winners: usize = std::thread::scope(|scope| {
+            let racers: Vec<_> = (0..4)
+                .map(|_| {
+                    let site = Arc::clone(&site);
+                    scope.spawn(move || usize::from(site.claim()))
+                })
+                .collect();
+            racers.into_iter().map(|r| r.join().unwrap()).sum()
+        });
+        assert_eq!(winners, 1);
+        assert!(!site.claim());
     }
 
     #[test]

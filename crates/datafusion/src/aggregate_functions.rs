@@ -56,6 +56,11 @@ impl TimedUdaf {
         &self.site
     }
 
+    /// The function it wraps.
+    pub(crate) fn inner(&self) -> &Arc<dyn AggregateUDFImpl> {
+        &self.inner
+    }
+
     /// `call` with its function wrapped for `site`.
     pub(crate) fn wrap_call(call: AggregateFunction, site: Arc<FunctionSite>) -> Expr {
         let wrapped = TimedUdaf::new(Arc::clone(call.func.inner()), site);

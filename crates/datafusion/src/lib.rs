@@ -50,10 +50,15 @@ mod session;
 mod spawn;
 mod spill;
 
-pub use decoded_functions::{FunctionTimer, for_each_function_call, for_each_own_function_call};
+pub use decoded_functions::{
+    FunctionTimer, PlanSites, attach_sites, claim_sites, for_each_function_call,
+    for_each_own_function_call, timed_aggregate, timed_aggregate_mode, timed_mode, timed_scalar,
+    untimed_aggregate, untimed_scalar,
+};
 pub use exec::ProfiledExec;
 pub use native_metrics::operator_native_metrics;
 pub use options::QprofOptions;
+pub use planner::plan_timed_calls;
 pub use profiler::{
     ProfileError, ProfiledQuery, Profiler, QueryFailure, QuerySnapshot, QueryStream, describe_sql,
     error_line, plan_text,

@@ -12,6 +12,7 @@ use datafusion::common::Result;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::datasource::physical_plan::FileScanConfig;
 use datafusion::datasource::source::DataSourceExec;
+use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::cache::TableScopedPath;
 use datafusion::execution::cache::cache_manager::ListFilesCache;
 use datafusion::execution::context::QueryPlanner;
@@ -189,4 +190,13 @@ impl QueryPlanner for ProfilingQueryPlanner {
         count_listing_pruning(&physical, session);
         Ok(physical)
     }
+}
+
+/// `builder` with each function call of its sessions' plans timed at a call site of its
+/// own, as the sessions' [`QprofOptions`] ask, and nothing else of qprof's: for a planner
+/// whose plans run elsewhere, such as a cluster's scheduler, which ships each call's
+/// tracking mode with the plan (see [`timed_mode`](crate::timed_mode)).
+pub fn plan_timed_calls(mut builder: SessionStateBuilder) -> SessionStateBuilder {
+    let planner = builder.query_planner().take();
+    builder.with_query_planner(Arc::new(ProfilingQueryPlanner::new(planner)))
 }

@@ -59,6 +59,11 @@ impl TimedUdf {
         &self.site
     }
 
+    /// The function it wraps.
+    pub(crate) fn inner(&self) -> &Arc<dyn ScalarUDFImpl> {
+        &self.inner
+    }
+
     /// `call` with its function wrapped for `site`.
     pub(crate) fn wrap_call(call: ScalarFunction, site: Arc<FunctionSite>) -> Expr {
         let wrapped = TimedUdf::new(Arc::clone(call.func.inner()), site);
