@@ -15,7 +15,7 @@ use qprof_ballista::cluster::{
 };
 use qprof_core::events::{Event, Listener, ListenerError};
 use qprof_core::profile::{ProfileNode, QueryProfile, names};
-use qprof_datafusion::Profiler;
+use qprof_datafusion::{Profiler, QprofOptions};
 
 /// Keeps every event it hears.
 #[derive(Debug, Default)]
@@ -314,5 +314,45 @@ async fn a_query_on_two_executors_is_profiled_per_task_and_executor() {
             .flat_map(|s| &s.executor_memory)
             .any(|(_, m)| m.execution_bytes > 0)
     );
+
+    // a client's qprof options reach the scheduler's planner and the executors' tasks:
+    // with function tracking off, no call is timed, on either side
+    let mut untracked = QprofOptions::default();
+    untracked
+        .set_option("expression.adaptive_cpu_sampling", "false")
+        .unwrap();
+    let quiet = remote_session(&url, config.with_option_extension(untracked))
+        .await
+        .unwrap();
+    quiet
+        .register_parquet("t", &table, ParquetReadOptions::default())
+        .await
+        .unwrap();
+    let untimed = quiet.sql(QUERY).await.unwrap().collect().await.unwrap();
+    assert_eq!(
+        pretty_format_batches(&untimed).unwrap().to_string(),
+        pretty_format_batches(&expected).unwrap().to_string()
+    );
+    end_session(&url, &quiet.session_id()).await.unwrap();
+    let events = recorder.events();
+    let quiet_profile = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::QueryEnd(end) => end.profile.as_ref(),
+            _ => None,
+        })
+        .nth(1)
+        .expect("the second session's job has its profile");
+    let mut quiet_nodes = Vec::new();
+    all_nodes(&quiet_profile.plan, &mut quiet_nodes);
+    assert_eq!(quiet_nodes.len(), nodes.len());
+    for node in &quiet_nodes {
+        assert!(
+            node.functions.is_empty(),
+            "{}: {:?}",
+            node.name,
+            node.functions
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
