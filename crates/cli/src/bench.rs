@@ -215,6 +215,50 @@ fn print_spread(what: &str, plain: &[Cost], profiled: &[Cost], f: impl Fn(&Cost)
         at(1.0),
         spread.len()
     );
+    let (low, high) = median_interval(&spread, MEDIAN_RESAMPLES, MEDIAN_SEED);
+    println!(
+        "  their median's 95% interval: {low:.3} to {high:.3} ({MEDIAN_RESAMPLES} bootstrap resamples of the rounds)"
+    );
+}
+
+/// Resamples of the rounds for the median's interval, and their fixed seed (the same
+/// rounds give the same interval).
+const MEDIAN_RESAMPLES: usize = 2_000;
+const MEDIAN_SEED: u64 = 0x5EED;
+
+/// The 2.5 % and 97.5 % points of the medians of `resamples` bootstrap resamples of
+/// `values` (each as many values, drawn with replacement): how far the median of rounds
+/// like these would move. `(NaN, NaN)` for no values.
+fn median_interval(values: &[f64], resamples: usize, seed: u64) -> (f64, f64) {
+    if values.is_empty() || resamples == 0 {
+        return (f64::NAN, f64::NAN);
+    }
+    // xorshift64*: enough to draw indices, and the same for the same seed
+    let mut state = seed | 1;
+    let mut next = move || {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    };
+    let n = values.len();
+    let mut sample = vec![0.0; n];
+    let mut medians: Vec<f64> = (0..resamples)
+        .map(|_| {
+            for slot in &mut sample {
+                *slot = values[(next() % n as u64) as usize];
+            }
+            sample.sort_by(f64::total_cmp);
+            if n % 2 == 1 {
+                sample[n / 2]
+            } else {
+                (sample[n / 2 - 1] + sample[n / 2]) / 2.0
+            }
+        })
+        .collect();
+    medians.sort_by(f64::total_cmp);
+    let at = |q: f64| medians[((resamples - 1) as f64 * q).round() as usize];
+    (at(0.025), at(0.975))
 }
 
 /// CPU time of the process's periodic updater thread so far, in nanoseconds.
@@ -414,5 +458,51 @@ fn fmt_secs(s: f64) -> String {
         format!("{:.2} ms", s * 1e3)
     } else {
         format!("{s:.3} s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn the_interval_lies_within_the_rounds_and_moves_with_them(
+            values in proptest::collection::vec(0.5f64..2.0, 1..40),
+            shift in -1.0f64..1.0,
+            scale in 0.1f64..10.0,
+            seed in any::<u64>(),
+        ) {
+            let (low, high) = median_interval(&values, 200, seed);
+            let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            prop_assert!(min <= low && low <= high && high <= max, "{low} {high} in {min}..{max}");
+            // the same draws on moved and stretched rounds: the interval moves and
+            // stretches with them
+            let moved: Vec<f64> = values.iter().map(|v| shift + scale * v).collect();
+            let (moved_low, moved_high) = median_interval(&moved, 200, seed);
+            prop_assert!((moved_low - (shift + scale * low)).abs() < 1e-9);
+            prop_assert!((moved_high - (shift + scale * high)).abs() < 1e-9);
+        }
+    }
+
+    #[test]
+    fn equal_rounds_have_no_spread_and_more_rounds_a_narrower_interval() {
+        assert_eq!(median_interval(&[1.02; 7], 500, 1), (1.02, 1.02));
+        assert!(median_interval(&[], 500, 1).0.is_nan());
+        // the same spread of values, four times as many rounds: about half as wide
+        let few: Vec<f64> = (0..10).map(|i| 1.0 + f64::from(i) / 100.0).collect();
+        let many: Vec<f64> = few.iter().cycle().take(40).copied().collect();
+        let width = |v: &[f64]| {
+            let (low, high) = median_interval(v, 2_000, 7);
+            high - low
+        };
+        assert!(
+            width(&many) < 0.75 * width(&few),
+            "{} {}",
+            width(&many),
+            width(&few)
+        );
     }
 }
