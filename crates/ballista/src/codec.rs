@@ -61,7 +61,8 @@ impl QprofPhysicalCodec {
     }
 }
 
-fn encode_mode(mode: TrackingMode, buf: &mut Vec<u8>) {
+/// Writes the start of a timed call's encoding: the marker, then `mode`.
+fn encode_timed_call(mode: TrackingMode, buf: &mut Vec<u8>) {
     buf.extend_from_slice(TIMED);
     match mode {
         TrackingMode::Full => buf.push(0),
@@ -126,7 +127,7 @@ impl PhysicalExtensionCodec for QprofPhysicalCodec {
     fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> Result<()> {
         match timed_mode(node) {
             Some(mode) => {
-                encode_mode(mode, buf);
+                encode_timed_call(mode, buf);
                 self.inner.try_encode_udf(&untimed_scalar(node), buf)
             }
             None => self.inner.try_encode_udf(node, buf),
@@ -152,7 +153,7 @@ impl PhysicalExtensionCodec for QprofPhysicalCodec {
     fn try_encode_udaf(&self, node: &AggregateUDF, buf: &mut Vec<u8>) -> Result<()> {
         match timed_aggregate_mode(node) {
             Some(mode) => {
-                encode_mode(mode, buf);
+                encode_timed_call(mode, buf);
                 self.inner.try_encode_udaf(&untimed_aggregate(node), buf)
             }
             None => self.inner.try_encode_udaf(node, buf),

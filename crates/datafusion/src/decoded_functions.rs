@@ -107,7 +107,8 @@ pub fn attach_sites(
     sites: Vec<Arc<FunctionSite>>,
 ) {
     describe_calls(decoded);
-    for site in &sites {
+    // a site found in no call (described by none) is named after its function
+    for site in sites.iter().filter(|s| s.expression().is_empty()) {
         site.describe(format!("{}(…)", site.name()));
     }
     if let Some(root) = ProfiledExec::of(instrumented.as_ref()) {
