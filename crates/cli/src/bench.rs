@@ -286,7 +286,7 @@ async fn one_side(
 ) -> Result<()> {
     run_alone(
         &format!("{side:?}"),
-        sqls.len(),
+        queries,
         rounds,
         async |i| match side {
             BenchSide::Plain => time_plain(plain, sqls[i]).await,
@@ -296,27 +296,31 @@ async fn one_side(
     .await
 }
 
-/// Runs query `0..count` through `time`, `rounds` times after one warm-up, and prints the
-/// totals of the rounds under `label`.
+/// Runs each of `queries` (by index) through `time`, `rounds` times after one warm-up,
+/// and prints the totals of the rounds under `label`, then each query's median wall time,
+/// so that runs of each side alone can be compared query by query.
 pub(crate) async fn run_alone(
     label: &str,
-    count: usize,
+    queries: &[usize],
     rounds: u32,
     mut time: impl AsyncFnMut(usize) -> Result<Cost>,
 ) -> Result<()> {
     let mut total = Cost::default();
+    let mut walls = vec![Vec::new(); queries.len()];
     for round in 0..=rounds {
-        for i in 0..count {
+        for (i, walls) in walls.iter_mut().enumerate() {
             let cost = time(i).await?;
             if round > 0 {
                 total.wall += cost.wall;
                 total.cpu += cost.cpu;
                 total.job += cost.job;
+                walls.push(millis(cost.wall));
             }
         }
     }
     print!(
-        "{label} alone, {count} queries x {rounds} rounds after a warm-up: {:.1} ms wall, {:.1} ms cpu",
+        "{label} alone, {} queries x {rounds} rounds after a warm-up: {:.1} ms wall, {:.1} ms cpu",
+        queries.len(),
         millis(total.wall),
         millis(total.cpu)
     );
@@ -324,6 +328,12 @@ pub(crate) async fn run_alone(
         print!(", {:.0} ms of jobs on the cluster", millis(total.job));
     }
     println!();
+    let medians: Vec<String> = queries
+        .iter()
+        .zip(&mut walls)
+        .map(|(q, walls)| format!("q{q} {:.1}", median(walls)))
+        .collect();
+    println!("median ms per query: {}", medians.join(", "));
     Ok(())
 }
 

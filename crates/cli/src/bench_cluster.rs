@@ -155,7 +155,7 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
         let observer = observer.as_deref();
         run_alone(
             &format!("{side:?} cluster"),
-            sqls.len(),
+            &queries,
             args.rounds,
             async |i| time_query(&ctx, sqls[i], observer).await,
         )
@@ -164,8 +164,10 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
         return Ok(());
     }
     let (plain_url, _) = start_cluster(None, &scratch.path().join("plain"), vcores).await?;
+    // an A/A run starts the second cluster as plain as the first
+    let second_logs = (!args.control).then_some(logs.as_path());
     let (qprof_url, observer) =
-        start_cluster(Some(&logs), &scratch.path().join("qprof"), vcores).await?;
+        start_cluster(second_logs, &scratch.path().join("qprof"), vcores).await?;
     let observer = observer.as_deref();
     let plain = connect(&plain_url, &config).await?;
     let profiled = connect(&qprof_url, &config).await?;
@@ -196,6 +198,11 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
             round + 1,
             rounds,
             total(&profiled_times).as_secs_f64() / total(&plain_times).as_secs_f64().max(1e-9)
+        );
+    }
+    if args.control {
+        println!(
+            "control (A/A) run: qprof is off on both clusters; \"qprof\" below is the second plain cluster"
         );
     }
     println!(

@@ -343,6 +343,10 @@ pub(crate) struct OverheadArgs {
     /// with qprof inside and one without, instead of in one DataFusion session.
     #[arg(long)]
     pub cluster: bool,
+    /// With `--cluster`: leave qprof out of the second cluster too (an A/A run), to see
+    /// how far two identical clusters read apart in this harness on this machine.
+    #[arg(long, requires = "cluster", conflicts_with = "side")]
+    pub control: bool,
     #[command(flatten)]
     pub functions: FunctionTracking,
 }
