@@ -177,32 +177,33 @@ impl MemoryRecorder {
             let thinned: Vec<MemorySample> = state.samples.iter().copied().step_by(2).collect();
             state.samples = thinned;
         }
-        state.samples.push(sample);
+        // kept in time order, so that a window is found by binary search: a sample read on
+        // one thread can take the lock after a later one read on another, so it goes after
+        // the last one not later than it (at the end, nearly always)
+        let at = state
+            .samples
+            .partition_point(|s| s.epoch_millis <= sample.epoch_millis);
+        state.samples.insert(at, sample);
     }
 
     /// The kept samples taken from `from_millis` to `to_millis` (inclusive), oldest first.
+    /// Found by binary search: every task's end asks, and an executor keeps thousands.
     pub fn between(&self, from_millis: u64, to_millis: u64) -> Vec<MemorySample> {
         let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state
-            .samples
-            .iter()
-            .filter(|s| (from_millis..=to_millis).contains(&s.epoch_millis))
-            .copied()
-            .collect()
+        let samples = &state.samples;
+        let start = samples.partition_point(|s| s.epoch_millis < from_millis);
+        let end = samples.partition_point(|s| s.epoch_millis <= to_millis);
+        samples[start..end.max(start)].to_vec()
     }
 
     /// The last sample taken at or before `millis`, if any is kept.
     pub fn last_before(&self, millis: u64) -> Option<MemorySample> {
         let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state
-            .samples
-            .iter()
-            .rev()
-            .find(|s| s.epoch_millis <= millis)
-            .copied()
+        let after = state.samples.partition_point(|s| s.epoch_millis <= millis);
+        after.checked_sub(1).map(|i| state.samples[i])
     }
 
-    /// The sample recorded last, if any.
+    /// The latest sample kept, if any.
     pub fn last(&self) -> Option<MemorySample> {
         let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.samples.last().copied()
@@ -268,6 +269,42 @@ mod tests {
             }
             prop_assert_eq!(r.peaks().heap_bytes, *values.iter().max().unwrap());
             prop_assert!(r.between(0, u64::MAX).len() <= 8);
+        }
+
+        #[test]
+        fn windows_match_a_scan_of_every_sample_in_any_arrival_order(
+            times in proptest::collection::vec(0_u64..50, 0..60),
+            from in 0_u64..60,
+            width in 0_u64..30,
+        ) {
+            // room for every sample: nothing is thinned
+            let r = MemoryRecorder::new(100);
+            let recorded: Vec<MemorySample> = times
+                .iter()
+                .enumerate()
+                .map(|(i, &t)| sample(t, i as u64, 0))
+                .collect();
+            for s in &recorded {
+                r.record(*s);
+            }
+            let to = from + width;
+            // the window: every sample in it, by time, equal times in arrival order
+            let mut expected: Vec<MemorySample> = recorded
+                .iter()
+                .filter(|s| (from..=to).contains(&s.epoch_millis))
+                .copied()
+                .collect();
+            expected.sort_by_key(|s| s.epoch_millis);
+            prop_assert_eq!(r.between(from, to), expected);
+            // the latest sample at or before `from`, the last to arrive among equals
+            let before = recorded
+                .iter()
+                .filter(|s| s.epoch_millis <= from)
+                .max_by_key(|s| (s.epoch_millis, s.heap_bytes))
+                .copied();
+            prop_assert_eq!(r.last_before(from), before);
+            let latest = recorded.iter().max_by_key(|s| (s.epoch_millis, s.heap_bytes)).copied();
+            prop_assert_eq!(r.last(), latest);
         }
     }
 }
