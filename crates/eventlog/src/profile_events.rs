@@ -502,6 +502,21 @@ pub enum QueryEvent {
     Json(Value),
     /// A task's end.
     TaskEnd(Box<TaskEnd>),
+    /// qprof's profile of the query.
+    Profile(Box<ProfileEvent>),
+}
+
+/// qprof's own event with a query's profile, written from its parts: serialized straight
+/// to the log, not first copied into a JSON value (the largest event of a query).
+#[derive(Debug, Serialize)]
+pub struct ProfileEvent {
+    #[serde(rename = "Event")]
+    event: &'static str,
+    #[serde(rename = "executionId")]
+    execution_id: i64,
+    #[serde(rename = "formatVersion")]
+    format_version: u32,
+    profile: QueryJson,
 }
 
 impl QueryEvent {
@@ -510,6 +525,7 @@ impl QueryEvent {
         match self {
             QueryEvent::Json(v) => v,
             QueryEvent::TaskEnd(end) => serde_json::to_value(end).unwrap_or(Value::Null),
+            QueryEvent::Profile(profile) => serde_json::to_value(profile).unwrap_or(Value::Null),
         }
     }
 }
@@ -531,7 +547,7 @@ pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Ve
     for stage in &query.stages {
         out.extend(query.stage(stage, true));
     }
-    out.extend(query.end(profile).into_iter().map(QueryEvent::Json));
+    out.extend(query.end(profile));
     out
 }
 
@@ -878,7 +894,7 @@ impl<'q> QueryEvents<'q> {
 
     /// The job's end, the driver-side values, qprof's profile (`recorded`, as measured)
     /// and the execution's end.
-    fn end(&self, recorded: &QueryProfile) -> Vec<Value> {
+    fn end(&self, recorded: &QueryProfile) -> Vec<QueryEvent> {
         let q = self.q;
         let mut out = Vec::new();
         let job_result = match &q.error {
@@ -928,13 +944,18 @@ impl<'q> QueryEvents<'q> {
                 })
                 .collect(),
         ));
-        out.push(json!({
-            "Event": events::QPROF_QUERY_PROFILE,
-            "executionId": self.execution_id,
-            "formatVersion": FORMAT_VERSION,
-            "profile": extension,
-        }));
-        out.push(sql_end(self.execution_id, q, &self.query_id));
+        let mut out: Vec<QueryEvent> = out.into_iter().map(QueryEvent::Json).collect();
+        out.push(QueryEvent::Profile(Box::new(ProfileEvent {
+            event: events::QPROF_QUERY_PROFILE,
+            execution_id: self.execution_id,
+            format_version: FORMAT_VERSION,
+            profile: extension,
+        })));
+        out.push(QueryEvent::Json(sql_end(
+            self.execution_id,
+            q,
+            &self.query_id,
+        )));
         out
     }
 }
