@@ -308,13 +308,13 @@ pub(crate) async fn run_alone(
     let mut total = Cost::default();
     let mut walls = vec![Vec::new(); queries.len()];
     for round in 0..=rounds {
-        for (i, walls) in walls.iter_mut().enumerate() {
+        for (i, query_walls) in walls.iter_mut().enumerate() {
             let cost = time(i).await?;
             if round > 0 {
                 total.wall += cost.wall;
                 total.cpu += cost.cpu;
                 total.job += cost.job;
-                walls.push(millis(cost.wall));
+                query_walls.push(millis(cost.wall));
             }
         }
     }
@@ -331,7 +331,7 @@ pub(crate) async fn run_alone(
     let medians: Vec<String> = queries
         .iter()
         .zip(&mut walls)
-        .map(|(q, walls)| format!("q{q} {:.1}", median(walls)))
+        .map(|(q, query_walls)| format!("q{q} {:.1}", median(query_walls)))
         .collect();
     println!("median ms per query: {}", medians.join(", "));
     Ok(())

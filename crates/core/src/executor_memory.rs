@@ -190,10 +190,7 @@ impl MemoryRecorder {
     /// Found by binary search: every task's end asks, and an executor keeps thousands.
     pub fn between(&self, from_millis: u64, to_millis: u64) -> Vec<MemorySample> {
         let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let samples = &state.samples;
-        let start = samples.partition_point(|s| s.epoch_millis < from_millis);
-        let end = samples.partition_point(|s| s.epoch_millis <= to_millis);
-        samples[start..end.max(start)].to_vec()
+        window(&state.samples, from_millis, to_millis).to_vec()
     }
 
     /// The last sample taken at or before `millis`, if any is kept.
@@ -201,6 +198,21 @@ impl MemoryRecorder {
         let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let after = state.samples.partition_point(|s| s.epoch_millis <= millis);
         after.checked_sub(1).map(|i| state.samples[i])
+    }
+
+    /// Each region's peak over the samples taken from `from_millis` to `to_millis` and the
+    /// last one before (what was in use when the span began), under one lock and without
+    /// copying them; `None` if there is no such sample.
+    pub fn peaks_between(&self, from_millis: u64, to_millis: u64) -> Option<MemorySample> {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let samples = &state.samples;
+        let window = window(samples, from_millis, to_millis);
+        let before = samples
+            .partition_point(|s| s.epoch_millis <= from_millis)
+            .checked_sub(1)
+            .map(|i| &samples[i]);
+        (!window.is_empty() || before.is_some())
+            .then(|| MemorySample::peaks(window.iter().chain(before)))
     }
 
     /// The latest sample kept, if any.
@@ -216,6 +228,13 @@ impl MemoryRecorder {
             .unwrap_or_else(PoisonError::into_inner)
             .peaks
     }
+}
+
+/// The samples (in time order) taken from `from_millis` to `to_millis`, inclusive.
+fn window(samples: &[MemorySample], from_millis: u64, to_millis: u64) -> &[MemorySample] {
+    let start = samples.partition_point(|s| s.epoch_millis < from_millis);
+    let end = samples.partition_point(|s| s.epoch_millis <= to_millis);
+    &samples[start..end.max(start)]
 }
 
 #[cfg(test)]
@@ -295,7 +314,7 @@ mod tests {
                 .copied()
                 .collect();
             expected.sort_by_key(|s| s.epoch_millis);
-            prop_assert_eq!(r.between(from, to), expected);
+            prop_assert_eq!(r.between(from, to), expected.clone());
             // the latest sample at or before `from`, the last to arrive among equals
             let before = recorded
                 .iter()
@@ -303,6 +322,10 @@ mod tests {
                 .max_by_key(|s| (s.epoch_millis, s.heap_bytes))
                 .copied();
             prop_assert_eq!(r.last_before(from), before);
+            let mut spanned = expected.clone();
+            spanned.extend(before);
+            let peaks = (!spanned.is_empty()).then(|| MemorySample::peaks(&spanned));
+            prop_assert_eq!(r.peaks_between(from, to), peaks);
             let latest = recorded.iter().max_by_key(|s| (s.epoch_millis, s.heap_bytes)).copied();
             prop_assert_eq!(r.last(), latest);
         }

@@ -416,10 +416,11 @@ impl Profiler {
     /// The executor's memory peaks, by region, over the samples taken from `from_millis`
     /// to `to_millis` (epoch ms) and the last one before; all 0 if there are none.
     pub fn memory_peaks_between(&self, from_millis: u64, to_millis: u64) -> MemorySample {
-        let recorder = self.shared.memory.recorder();
-        let mut samples = recorder.between(from_millis, to_millis);
-        samples.extend(recorder.last_before(from_millis));
-        MemorySample::peaks(&samples)
+        self.shared
+            .memory
+            .recorder()
+            .peaks_between(from_millis, to_millis)
+            .unwrap_or_default()
     }
 
     /// Starts the application described by `app` (ignored if it started already).

@@ -909,7 +909,7 @@ impl<'q> QueryEvents<'q> {
             "Completion Time": q.end_epoch_millis,
             "Job Result": null,
         });
-        out.push(put(job_end, [("Job Result", job_result)]));
+        out.push(QueryEvent::Json(put(job_end, [("Job Result", job_result)])));
         let mut driver_updates = Vec::new();
         for node in self.profile.plan.iter() {
             for m in &node.metrics {
@@ -924,10 +924,10 @@ impl<'q> QueryEvents<'q> {
                 "executionId": self.execution_id,
                 "accumUpdates": null,
             });
-            out.push(put(
+            out.push(QueryEvent::Json(put(
                 updates,
                 [("accumUpdates", Value::Array(driver_updates))],
-            ));
+            )));
         }
         let mut extension = QueryJson::from(recorded);
         extension.accumulator_ids = Some(OrderedMap(
@@ -944,7 +944,6 @@ impl<'q> QueryEvents<'q> {
                 })
                 .collect(),
         ));
-        let mut out: Vec<QueryEvent> = out.into_iter().map(QueryEvent::Json).collect();
         out.push(QueryEvent::Profile(Box::new(ProfileEvent {
             event: events::QPROF_QUERY_PROFILE,
             execution_id: self.execution_id,

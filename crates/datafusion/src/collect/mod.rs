@@ -778,14 +778,9 @@ fn stage_memory(
         .max()
         .filter(|t| *t >= start)
         .unwrap_or(now);
-    let mut samples = recorder.between(start, end);
-    samples.extend(recorder.last_before(start));
-    if samples.is_empty() {
-        return None;
-    }
     Some(MemorySample {
         epoch_millis: 0,
         execution_bytes: execution_peak,
-        ..MemorySample::peaks(&samples)
+        ..recorder.peaks_between(start, end)?
     })
 }
