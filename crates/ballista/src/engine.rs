@@ -2,7 +2,6 @@
 //! wrappers and memory attribution in place, and ships what they measured with the task's
 //! metrics.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -27,11 +26,11 @@ use datafusion::physical_plan::metrics::{MetricValue, MetricsSet};
 use datafusion::prelude::SessionConfig;
 use qprof_core::call_site::FunctionSite;
 use qprof_core::clock::epoch_millis;
-use qprof_core::executor_memory::MemorySample;
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
-use qprof_core::profile::{NodeMetric, ProfileNode, QueryProfile, names};
+use qprof_core::profile::{NodeMetric, names};
 use qprof_datafusion::{
-    FunctionTimer, PlanSites, ProfiledExec, Profiler, QprofOptions, attach_sites, claim_sites,
+    FunctionTimer, PlanReadings, PlanSites, ProfiledExec, Profiler, QprofOptions, attach_sites,
+    claim_sites,
 };
 
 use crate::functions::Redecoder;
@@ -197,7 +196,7 @@ enum CallSites {
 /// What one run of a task left for its metrics.
 #[derive(Debug)]
 struct TaskRun {
-    profile: QueryProfile,
+    readings: PlanReadings,
     figures: TaskFigures,
     /// Bytes and batches the writer wrote to its shuffle files.
     written_bytes: u64,
@@ -259,15 +258,11 @@ impl QueryStageExecutor for QprofStageExec {
         let total = |f: fn(&ShuffleWritePartition) -> u64| {
             result.as_ref().map_or(0, |parts| parts.iter().map(f).sum())
         };
-        let (rows, written_bytes, written_batches) = (
-            total(|p| p.num_rows),
-            total(|p| p.num_bytes),
-            total(|p| p.num_batches),
-        );
-        let profile = self.profiler.plan_profile(&self.input, rows, wall, start);
-        let figures = task_figures(&self.profiler, &profile, start, finish, wall);
+        let (written_bytes, written_batches) = (total(|p| p.num_bytes), total(|p| p.num_batches));
+        let readings = self.profiler.plan_readings(&self.input);
+        let figures = task_figures(&self.profiler, &readings, start, finish, wall);
         *self.run.lock().unwrap_or_else(PoisonError::into_inner) = Some(TaskRun {
-            profile,
+            readings,
             figures,
             written_bytes,
             written_batches,
@@ -297,33 +292,25 @@ impl QueryStageExecutor for QprofStageExec {
     }
 }
 
-/// The task's own figures: its span and wall time, and the executor's memory peaks while
-/// it ran, with execution memory the task's own reservation peak.
+/// The task's own figures: its span and wall time, the CPU time of its operators, and the
+/// executor's memory peaks while it ran (up to the sample its end took), with execution
+/// memory the task's own reservation peak.
 fn task_figures(
     profiler: &Profiler,
-    profile: &QueryProfile,
+    readings: &PlanReadings,
     start: u64,
     finish: u64,
     wall: Duration,
 ) -> TaskFigures {
-    let stage_peaks = MemorySample::peaks(profile.stages.iter().filter_map(|s| s.memory.as_ref()));
-    let mut memory = profiler
-        .memory_peaks_between(start, finish)
-        .max(stage_peaks);
+    let mut memory =
+        profiler.memory_peaks_between(start, finish.max(readings.sampled_at_epoch_millis));
     memory.epoch_millis = 0;
-    memory.execution_bytes = stage_peaks.execution_bytes;
-    let cpu_nanos = profile
-        .stages
-        .iter()
-        .flat_map(|s| &s.tasks)
-        .filter_map(|t| t.value(names::CPU_NANOS))
-        .map(|v| u64::try_from(v).unwrap_or(0))
-        .sum();
+    memory.execution_bytes = readings.execution_peak_bytes;
     TaskFigures {
         start_epoch_millis: start,
         finish_epoch_millis: finish,
         wall_nanos: u64::try_from(wall.as_nanos()).unwrap_or(u64::MAX),
-        cpu_nanos,
+        cpu_nanos: readings.cpu_nanos,
         memory,
     }
 }
@@ -333,8 +320,6 @@ fn task_figures(
 /// its own. Sets are matched as Ballista matches them, in pre-order over the operators
 /// that have metrics; no set is added or removed.
 fn add_qprof_metrics(sets: &mut [MetricsSet], writer: &Arc<dyn ExecutionPlan>, run: &TaskRun) {
-    let mut nodes = HashMap::new();
-    index_nodes(&run.profile.plan, &mut nodes);
     let mut slots = sets.iter_mut();
     let mut pending = vec![Arc::clone(writer)];
     // pre-order, as Ballista's `collect_plan_metrics` walks: children pushed in reverse
@@ -351,21 +336,15 @@ fn add_qprof_metrics(sets: &mut [MetricsSet], writer: &Arc<dyn ExecutionPlan>, r
             packer.task(&run.figures);
             packer.operator(&writer_metrics(writer.as_ref(), run));
         } else if let Some(node) =
-            ProfiledExec::of(plan.as_ref()).and_then(|e| nodes.get(&e.node_id()))
+            ProfiledExec::of(plan.as_ref()).and_then(|e| run.readings.operators.get(&e.node_id()))
         {
-            packer.operator(&node.metrics);
+            packer.reading(&node.reading);
+            packer.operator(&node.filter_metrics);
             packer.functions(&node.functions);
         }
         for metric in packer.finish() {
             set.push(Arc::new(metric));
         }
-    }
-}
-
-fn index_nodes<'a>(node: &'a ProfileNode, out: &mut HashMap<usize, &'a ProfileNode>) {
-    out.insert(node.id, node);
-    for child in &node.children {
-        index_nodes(child, out);
     }
 }
 
@@ -400,13 +379,13 @@ fn writer_metrics(writer: &dyn ExecutionPlan, run: &TaskRun) -> Vec<NodeMetric> 
                 .sum::<u64>()
         })
         .unwrap_or(0);
-    let input_wall = run
-        .profile
-        .plan
-        .metrics
-        .iter()
-        .find(|m| m.name == names::WALL_NANOS)
-        .map_or(0, |m| m.aggregate().max.max(0) as u64);
+    let input_wall = writer
+        .children()
+        .first()
+        .and_then(|input| ProfiledExec::of(input.as_ref()))
+        .and_then(|e| run.readings.operators.get(&e.node_id()))
+        .and_then(|n| n.reading.tasks.iter().map(|(_, s)| s.wall_nanos).max())
+        .unwrap_or(0);
     let wall = run.figures.wall_nanos;
     vec![
         one(names::WALL_NANOS, "total time", MetricKind::NsTiming, wall),

@@ -20,9 +20,11 @@ use qprof_core::profile::{
     ExecutorRef, NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskMetric, TaskProfile,
     names,
 };
-use qprof_datafusion::operator_native_metrics;
+use qprof_datafusion::{
+    JoinShape, add_join_projection_metrics, join_shape, operator_metrics, operator_native_metrics,
+};
 
-use crate::wire::{self, TaskFigures};
+use crate::wire::{self, OperatorValues, TaskFigures};
 
 /// A task as the scheduler handed it to an executor.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -202,6 +204,8 @@ struct Builder<'a> {
     next_node: usize,
     /// Node ids of each Ballista stage.
     stage_nodes: BTreeMap<usize, Vec<usize>>,
+    /// The joins met so far: node id and shape.
+    joins: Vec<(usize, JoinShape)>,
 }
 
 impl Builder<'_> {
@@ -240,6 +244,10 @@ impl Builder<'_> {
             .is_some_and(|s| Arc::ptr_eq(s.plan, plan));
         let mut metrics = Vec::new();
         let mut functions = Vec::new();
+        let mut info = vec![(
+            "outputPartitions".to_string(),
+            plan.properties().partitioning.partition_count().to_string(),
+        )];
         if let Some(set) = set {
             let decoded = wire::decode(set);
             functions = decoded.functions.iter().map(|f| f.profile()).collect();
@@ -251,20 +259,31 @@ impl Builder<'_> {
             if is_root {
                 self.figures.insert(stage, decoded.tasks.clone());
             }
-            for values in decoded.operator {
-                metrics.push(self.node_metric(
-                    stage,
-                    &values.name,
-                    &values.display_name,
-                    values.kind,
-                    &values.values,
-                ));
-            }
             if is_root {
+                for values in &decoded.operator {
+                    metrics.push(self.node_metric(stage, values));
+                }
                 metrics.extend(self.writer_native_metrics(stage, set));
             } else {
-                metrics.extend(self.native_metrics(stage, plan.name(), set));
+                let native = self.native_metrics(stage, plan.name(), set);
+                if decoded.reading.is_empty() {
+                    metrics.extend(native);
+                } else {
+                    // named as a local profile names them, then folded into tasks
+                    let named = operator_metrics(plan.as_ref(), &decoded.reading, native, &|p| {
+                        self.task_of(stage, p)
+                    });
+                    metrics.extend(named.metrics.into_iter().map(folded_into_tasks));
+                    info.extend(named.info);
+                }
+                // a dynamic filter's metrics, which the executor named
+                for values in &decoded.operator {
+                    metrics.push(self.node_metric(stage, values));
+                }
             }
+        }
+        if let Some(shape) = join_shape(plan.as_ref()) {
+            self.joins.push((id, shape));
         }
         let mut children: Vec<ProfileNode> = Vec::new();
         for child in plan.children() {
@@ -286,10 +305,7 @@ impl Builder<'_> {
                 .to_string(),
             stage_id: self.stage_ids.get(&stage).copied(),
             metrics,
-            info: vec![(
-                "outputPartitions".to_string(),
-                plan.properties().partitioning.partition_count().to_string(),
-            )],
+            info,
             functions,
             children,
         }
@@ -297,7 +313,19 @@ impl Builder<'_> {
 
     /// One metric of an operator: its values by partition folded into the tasks that
     /// computed them (a peak is the largest, anything else the sum).
-    fn node_metric(
+    fn node_metric(&self, stage: usize, metric: &OperatorValues) -> NodeMetric {
+        self.partition_metric(
+            stage,
+            &metric.name,
+            &metric.display_name,
+            metric.kind,
+            &metric.values,
+        )
+    }
+
+    /// A metric's values by partition folded into the tasks that computed them (a peak is
+    /// the largest, anything else the sum).
+    fn partition_metric(
         &self,
         stage: usize,
         name: &str,
@@ -353,9 +381,24 @@ impl Builder<'_> {
             .into_iter()
             .map(|(name, (kind, values))| {
                 let display = name.replace(['.', '_'], " ");
-                self.node_metric(stage, &name, &display, kind, &values)
+                self.partition_metric(stage, &name, &display, kind, &values)
             })
             .collect()
+    }
+}
+
+/// `metric` with the values of the same task (several partitions of one task) folded into
+/// one, as [`folded_by_task`] folds them; its operator-level value stays as it was named.
+fn folded_into_tasks(metric: NodeMetric) -> NodeMetric {
+    let value = metric.value;
+    NodeMetric {
+        value,
+        ..folded_by_task(
+            &metric.name,
+            &metric.display_name,
+            metric.kind,
+            metric.tasks,
+        )
     }
 }
 
@@ -447,6 +490,7 @@ pub fn query_profile(
         figures: HashMap::new(),
         next_node: 0,
         stage_nodes: BTreeMap::new(),
+        joins: Vec::new(),
     };
     let root_plan = builder
         .stages
@@ -454,7 +498,8 @@ pub fn query_profile(
         .map(|s| Arc::clone(s.plan))
         .unwrap_or_else(|| Arc::clone(&job.physical_plan));
     let mut slot = 0;
-    let plan = builder.node(&root_plan, last_stage, &mut slot);
+    let mut plan = builder.node(&root_plan, last_stage, &mut slot);
+    add_join_projection_metrics(&mut plan, &builder.joins);
     let nodes = index(&plan);
     let mut stage_profiles = Vec::new();
     for &stage in &ballista_stages {

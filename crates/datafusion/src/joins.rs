@@ -12,7 +12,7 @@ use qprof_core::profile::names::JOIN_PHASE_PREFIXES;
 
 /// How a join reads its inputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct JoinShape {
+pub struct JoinShape {
     /// The child collected first and held (or, for a join reading both inputs together,
     /// the one named first).
     pub(crate) build_child: usize,
@@ -67,7 +67,7 @@ impl JoinShape {
 /// DataFusion's joins that hold one side build it from their first child (a hash join's
 /// left input is its build side), except a sort-merge join, which streams one side past
 /// buffered runs of the other, reading both together; so does a symmetric hash join.
-pub(crate) fn join_shape(plan: &dyn ExecutionPlan) -> Option<JoinShape> {
+pub fn join_shape(plan: &dyn ExecutionPlan) -> Option<JoinShape> {
     if plan.is::<HashJoinExec>() {
         return Some(JoinShape::sequential(JOIN_PHASE_PREFIXES[0]));
     }

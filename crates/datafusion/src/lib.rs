@@ -50,12 +50,17 @@ mod session;
 mod spawn;
 mod spill;
 
+pub use collect::{
+    NodeReading, OperatorMetrics, OperatorReading, PlanReadings, add_join_projection_metrics,
+    operator_metrics,
+};
 pub use decoded_functions::{
     FunctionTimer, PlanSites, attach_sites, claim_sites, for_each_function_call,
     for_each_own_function_call, timed_aggregate, timed_aggregate_mode, timed_mode, timed_scalar,
     untimed_aggregate, untimed_scalar,
 };
 pub use exec::ProfiledExec;
+pub use joins::{JoinShape, join_shape};
 pub use native_metrics::operator_native_metrics;
 pub use options::QprofOptions;
 pub use planner::plan_timed_calls;

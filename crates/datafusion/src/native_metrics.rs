@@ -272,8 +272,11 @@ const ROW_GROUPS_SKIPPED_LATER: [&str; 3] = [
 /// The seed's row-group totals of a Parquet scan, task by task: `skippedStrides`, row
 /// groups skipped by statistics, bloom filters, a limit or dynamic filters, and
 /// `processedStrides`, those statistics kept and nothing skipped later (DataFusion prunes
-/// in that order, each stage over what the previous kept).
+/// in that order, each stage over what the previous kept). Totals already there are kept.
 pub(crate) fn add_stride_totals(metrics: &mut Vec<NodeMetric>) {
+    if metrics.iter().any(|m| m.name == "skippedStrides") {
+        return;
+    }
     let Some(kept_by_statistics) = metrics
         .iter()
         .find(|m| m.name == "rowGroupsKeptByStatistics")

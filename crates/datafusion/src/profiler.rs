@@ -44,7 +44,7 @@ use qprof_core::events::{
 };
 use qprof_core::profile::{MemoryPoolUsage, QueryProfile};
 
-use crate::collect::{QueryInfo, RunIds, collect_profile};
+use crate::collect::{PlanReadings, QueryInfo, RunIds, collect_profile, read_plan};
 use crate::executor_memory::{DEFAULT_HEARTBEAT, MemoryMonitor};
 use crate::io::{ProfilingObjectStoreRegistry, process_updater};
 use crate::memory::AttributingPool;
@@ -411,6 +411,15 @@ impl Profiler {
             },
             &RunIds::default(),
         )
+    }
+
+    /// What a run of a plan from [`Profiler::instrument_plan`] left, read now: each
+    /// operator's counters, function calls and dynamic filters, unnamed, for an engine that
+    /// ships the values and names them where the plan was made (with
+    /// [`operator_metrics`](crate::operator_metrics)). Much cheaper than
+    /// [`Profiler::plan_profile`]: nothing is named or formatted.
+    pub fn plan_readings(&self, plan: &Arc<dyn ExecutionPlan>) -> PlanReadings {
+        read_plan(plan)
     }
 
     /// The executor's memory peaks, by region, over the samples taken from `from_millis`

@@ -6,7 +6,7 @@ use qprof_core::metric::{MetricKind, TaskValue};
 use qprof_core::phases::{JoinPhase, PhaseSnapshot};
 use qprof_core::profile::{NodeMetric, ProfileNode, names};
 
-use super::{TaskMap, clamp};
+use super::naming::{TaskOf, clamp};
 use crate::joins::JoinShape;
 
 /// The phases of one join task, by partition (`None`: spawned work).
@@ -23,8 +23,7 @@ type PhaseRead = fn(&PhaseSnapshot) -> u64;
 pub(super) fn phase_metrics(
     shape: &JoinShape,
     readings: &[PhaseReading],
-    stage: Option<u32>,
-    tasks: &TaskMap,
+    task_of: TaskOf<'_>,
 ) -> Vec<NodeMetric> {
     let spilled = readings
         .iter()
@@ -108,7 +107,7 @@ pub(super) fn phase_metrics(
             let values = readings
                 .iter()
                 .map(|(p, phases)| TaskValue {
-                    task: p.and_then(|p| tasks.get(stage, p)),
+                    task: p.and_then(task_of),
                     value: clamp(read(&phases[phase as usize])),
                 })
                 .collect();
@@ -126,7 +125,7 @@ pub(super) fn phase_metrics(
 /// The projection metrics of a join, from the `ProjectionExec` directly below each of its
 /// sides (pre-projections) and directly above it (post-projection): its own wall time and
 /// the batches it evaluated, task by task. Visits the whole tree.
-pub(super) fn add_projection_metrics(node: &mut ProfileNode, joins: &[(usize, JoinShape)]) {
+pub fn add_projection_metrics(node: &mut ProfileNode, joins: &[(usize, JoinShape)]) {
     let shape_of = |id: usize| joins.iter().find(|(j, _)| *j == id).map(|(_, s)| *s);
     if let Some(shape) = shape_of(node.id) {
         for (side, prefix, display) in [

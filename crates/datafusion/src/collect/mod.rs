@@ -8,24 +8,27 @@ use datafusion::physical_plan::{ExecutionPlan, displayable};
 use qprof_core::clock::epoch_millis;
 use qprof_core::counters::{OperatorTaskCounters, OperatorTaskSnapshot};
 use qprof_core::executor_memory::{MemoryRecorder, MemorySample};
-use qprof_core::io::{CONCURRENCY_BUCKETS, IoSnapshot};
-use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
-use qprof_core::periodic::{bucket_info_string, bucket_percentages};
-use qprof_core::phases::JoinPhase;
+use qprof_core::metric::{MetricKind, TaskRef};
 use qprof_core::profile::{
-    FunctionProfile, NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskMetric, TaskProfile,
-    names,
+    FunctionProfile, ProfileNode, QueryProfile, StageProfile, TaskMetric, TaskProfile, names,
 };
 use qprof_core::sampling::FunctionStats;
-use qprof_core::spill::SpillSnapshot;
 
 mod dynamic_filters;
 mod joins;
+mod naming;
+mod reading;
 mod replaced_rows;
+
+pub use joins::add_projection_metrics as add_join_projection_metrics;
+pub use naming::{OperatorMetrics, operator_metrics};
+pub(crate) use reading::read_plan;
+pub use reading::{NodeReading, OperatorReading, PlanReadings};
 
 use crate::definitions;
 use crate::exec::ProfiledExec;
 use crate::native_metrics::{add_stride_totals, native_metrics};
+use naming::clamp;
 use qprof_core::call_site::FunctionSite;
 
 /// Hands out stage and task ids that are unique within one run (one application), as
@@ -80,81 +83,6 @@ pub(crate) struct QueryInfo {
     pub native_metrics: bool,
 }
 
-/// Counters of one operator, read once so that every figure of a profile comes from the
-/// same moment (spawned work can still finish after the last batch).
-struct OperatorSnapshot {
-    stage: Option<u32>,
-    tasks: Vec<(usize, OperatorTaskSnapshot)>,
-    /// Work on tasks the operator spawned, if there was any.
-    spawned: Option<OperatorTaskSnapshot>,
-    peak: u64,
-    /// I/O of the tasks that touched storage, by partition (`None`: spawned work).
-    io: Vec<(Option<usize>, IoSnapshot)>,
-    /// Spilling of the tasks that spilled, by partition (`None`: spawned work).
-    spill: Vec<(Option<usize>, SpillSnapshot)>,
-    /// For a join: each task's phases, by partition.
-    phases: Vec<joins::PhaseReading>,
-    /// The tasks that failed, with why, by partition.
-    errors: Vec<(usize, String)>,
-}
-
-impl OperatorSnapshot {
-    fn of(exec: &ProfiledExec) -> Self {
-        let stats = exec.stats();
-        let executed = stats.executed_tasks();
-        let io_of =
-            |p: Option<usize>, c: &OperatorTaskCounters| c.io().map(|io| (p, io.snapshot()));
-        let spill_of = |p: Option<usize>, c: &OperatorTaskCounters| {
-            c.spill().map(|spill| (p, spill.snapshot()))
-        };
-        let spill = executed
-            .iter()
-            .filter_map(|(p, c)| spill_of(Some(*p), c))
-            .chain(spill_of(None, &stats.spawned))
-            .collect();
-        let phases = executed
-            .iter()
-            .filter_map(|(p, c)| {
-                let phases = c.phases()?;
-                Some((Some(*p), JoinPhase::ALL.map(|phase| phases.snapshot(phase))))
-            })
-            .collect();
-        let errors = executed
-            .iter()
-            .filter_map(|(p, c)| Some((*p, c.error()?.to_string())))
-            .collect();
-        Self {
-            phases,
-            errors,
-            stage: stats.stage(),
-            tasks: executed.iter().map(|(p, c)| (*p, c.snapshot())).collect(),
-            spawned: Some(stats.spawned.snapshot())
-                .filter(|s| *s != OperatorTaskSnapshot::default()),
-            peak: stats.memory.peak(),
-            spill,
-            io: executed
-                .iter()
-                .filter_map(|(p, c)| io_of(Some(*p), c))
-                .chain(io_of(None, &stats.spawned))
-                .collect(),
-        }
-    }
-
-    fn error(&self, partition: usize) -> Option<&str> {
-        self.errors
-            .iter()
-            .find(|(p, _)| *p == partition)
-            .map(|(_, e)| e.as_str())
-    }
-
-    fn task(&self, partition: usize) -> Option<&OperatorTaskSnapshot> {
-        self.tasks
-            .iter()
-            .find(|(p, _)| *p == partition)
-            .map(|(_, s)| s)
-    }
-}
-
 /// The tasks of a query: which stage partitions ran, and the id each task got.
 struct TaskMap(BTreeMap<(u32, usize), TaskRef>);
 
@@ -175,9 +103,9 @@ pub(crate) fn collect_profile(
 ) -> QueryProfile {
     let mut wrapped = Vec::new();
     gather(plan, &mut wrapped);
-    let readings: BTreeMap<usize, OperatorSnapshot> = wrapped
+    let readings: BTreeMap<usize, OperatorReading> = wrapped
         .iter()
-        .map(|e| (e.node_id(), OperatorSnapshot::of(e)))
+        .map(|e| (e.node_id(), OperatorReading::of(e)))
         .collect();
 
     // stages and their tasks, in stage order; a stage's partitions are those any of its
@@ -284,77 +212,6 @@ pub(crate) fn collect_profile(
     }
 }
 
-/// Adds the files planning pruned by partition values to the scan's skipped splits, as a
-/// value of no task (Spark's driver-side value).
-fn add_listing_pruning(metrics: &mut Vec<NodeMetric>, exec: &ProfiledExec) {
-    let pruned = exec.stats().files_pruned_at_listing.load(Ordering::Relaxed);
-    if pruned == 0 {
-        return;
-    }
-    let value = TaskValue {
-        task: None,
-        value: clamp(pruned),
-    };
-    match metrics.iter_mut().find(|m| m.name == names::SKIPPED_SPLITS) {
-        Some(skipped) => {
-            skipped.value = skipped.value.saturating_add(value.value);
-            skipped.tasks.push(value);
-        }
-        None => metrics.push(NodeMetric::summed(
-            names::SKIPPED_SPLITS,
-            "number of skipped splits",
-            MetricKind::Sum,
-            vec![value],
-        )),
-    }
-}
-
-/// A metric summed over the tasks' snapshots of some counters: name, display name, kind,
-/// reading.
-type SnapshotMetric<S> = (&'static str, &'static str, MetricKind, fn(&S) -> u64);
-
-/// The metrics of `table`, each summed over the tasks' `snapshots` (by partition; `None`:
-/// spawned work).
-fn summed_over_tasks<S>(
-    table: &[SnapshotMetric<S>],
-    snapshots: &[(Option<usize>, S)],
-    stage: Option<u32>,
-    tasks: &TaskMap,
-) -> Vec<NodeMetric> {
-    table
-        .iter()
-        .map(|(name, display, kind, read)| {
-            let values = snapshots
-                .iter()
-                .map(|(p, s)| TaskValue {
-                    task: p.and_then(|p| tasks.get(stage, p)),
-                    value: clamp(read(s)),
-                })
-                .collect();
-            NodeMetric::summed(*name, *display, *kind, values)
-        })
-        .collect()
-}
-
-#[rustfmt::skip]
-const SPILL_METRICS: &[SnapshotMetric<SpillSnapshot>] = &[
-    (names::SPILL_FILES_CREATED, "number of spill files created", MetricKind::Sum, |s| s.files),
-    (names::SPILL_WRITTEN_BYTES, "bytes written to spill files", MetricKind::Size, |s| s.written_bytes),
-    (names::SPILL_WRITTEN_ROWS, "rows written to spill files", MetricKind::Sum, |s| s.written_rows),
-    (names::SPILLED_PARTITIONS, "total spilled partitions", MetricKind::Sum, |s| u64::from(s.files > 0)),
-    (names::SPILL_WRITE_NANOS, "time of writing spill files", MetricKind::NsTiming, |s| s.write_nanos),
-    (names::SPILL_READ_BYTES, "bytes read back from spill files", MetricKind::Size, |s| s.read_bytes),
-    (names::SPILL_READ_NANOS, "time of reading spill files", MetricKind::NsTiming, |s| s.read_nanos),
-];
-
-/// The spill metrics of an operator whose tasks spilled, counted at the files.
-fn spill_metrics(reading: &OperatorSnapshot, tasks: &TaskMap) -> Vec<NodeMetric> {
-    if reading.spill.is_empty() {
-        return Vec::new();
-    }
-    summed_over_tasks(SPILL_METRICS, &reading.spill, reading.stage, tasks)
-}
-
 fn gather<'a>(plan: &'a Arc<dyn ExecutionPlan>, out: &mut Vec<&'a ProfiledExec>) {
     if let Some(exec) = ProfiledExec::of(plan.as_ref()) {
         out.push(exec);
@@ -366,7 +223,7 @@ fn gather<'a>(plan: &'a Arc<dyn ExecutionPlan>, out: &mut Vec<&'a ProfiledExec>)
 
 /// What building the profile's nodes reads, and what it hands out as it goes.
 struct NodeBuilder<'a> {
-    readings: &'a BTreeMap<usize, OperatorSnapshot>,
+    readings: &'a BTreeMap<usize, OperatorReading>,
     tasks: &'a TaskMap,
     stage_base: u32,
     /// The id the next operator qprof did not wrap gets.
@@ -388,49 +245,43 @@ impl NodeBuilder<'_> {
             String::new()
         };
         let name = plan.name().to_string();
-        let label = definitions::operator_label(&name);
         let mut info = vec![(
             "outputPartitions".to_string(),
             plan.properties().partitioning.partition_count().to_string(),
         )];
         let tasks = self.tasks;
-        let (id, stage_id, mut metrics) = match ProfiledExec::of(plan.as_ref()) {
-            Some(exec) => {
-                let reading = &self.readings[&exec.node_id()];
-                let mut metrics = base_metrics(reading, &label, tasks);
-                let is_sink = name == "DataSinkExec";
-                metrics.extend(io_metrics(reading, tasks, is_sink, &mut info));
-                metrics.extend(spill_metrics(reading, tasks));
-                if let Some(shape) = exec.stats().join.get() {
-                    metrics.extend(joins::phase_metrics(
-                        shape,
-                        &reading.phases,
-                        reading.stage,
-                        tasks,
-                    ));
-                }
-                (exec.node_id(), reading.stage, metrics)
-            }
+        let exec = ProfiledExec::of(plan.as_ref());
+        let (id, reading) = match exec {
+            Some(exec) => (exec.node_id(), self.readings.get(&exec.node_id())),
             None => {
                 self.next_unwrapped_id += 1;
-                (self.next_unwrapped_id - 1, None, Vec::new())
+                (self.next_unwrapped_id - 1, None)
             }
         };
+        let stage_id = reading.and_then(|r| r.stage);
+        let task_of = |p| tasks.get(stage_id, p);
         // an engine that ships DataFusion's metrics itself maps them where they arrive
-        if self.native
-            && let Some(set) = plan.metrics()
-        {
-            metrics.extend(native_metrics(
+        let native = match plan.metrics() {
+            Some(set) if self.native => native_metrics(
                 set.iter().map(AsRef::as_ref),
                 &name,
-                &label,
-                |p| tasks.get(stage_id, p),
-            ));
-        }
-        if let Some(exec) = ProfiledExec::of(plan.as_ref()) {
-            add_listing_pruning(&mut metrics, exec);
-        }
-        add_stride_totals(&mut metrics);
+                &definitions::operator_label(&name),
+                task_of,
+            ),
+            _ => Vec::new(),
+        };
+        let mut metrics = match reading {
+            Some(reading) => {
+                let named = operator_metrics(plan.as_ref(), reading, native, &task_of);
+                info.extend(named.info);
+                named.metrics
+            }
+            None => {
+                let mut native = native;
+                add_stride_totals(&mut native);
+                native
+            }
+        };
         let runtime = ProfiledExec::of(plan.as_ref()).and_then(|e| e.stats().runtime.get());
         let (filter_metrics, filter_info) =
             dynamic_filters::metrics(plan.as_ref(), self.producers, runtime.map(Arc::as_ref));
@@ -495,184 +346,17 @@ fn sort_functions(functions: &mut [FunctionProfile]) {
     });
 }
 
-/// The base metrics every wrapped operator has, one value per task.
-fn base_metrics(reading: &OperatorSnapshot, label: &str, tasks: &TaskMap) -> Vec<NodeMetric> {
-    // spawned work belongs to no output task: it is reported without one, as Spark
-    // reports driver-side values
-    let snapshots: Vec<(Option<TaskRef>, &OperatorTaskSnapshot)> = reading
-        .tasks
-        .iter()
-        .map(|(p, s)| (tasks.get(reading.stage, *p), s))
-        .chain(reading.spawned.iter().map(|s| (None, s)))
-        .collect();
-    let series = |name: &str, kind: MetricKind, read: fn(&OperatorTaskSnapshot) -> u64| {
-        let values = snapshots
-            .iter()
-            .map(|(task, s)| TaskValue {
-                task: *task,
-                value: clamp(read(s)),
-            })
-            .collect();
-        NodeMetric::summed(
-            name,
-            definitions::base_display_name(name, label),
-            kind,
-            values,
-        )
-    };
-    let mut peak = series(names::PEAK_MEMORY_BYTES, MetricKind::Size, |s| {
-        s.peak_memory_bytes
-    });
-    // the operator's true peak, not the sum of its tasks' peaks
-    peak.value = clamp(reading.peak);
-    vec![
-        series(names::WALL_NANOS, MetricKind::NsTiming, |s| s.wall_nanos),
-        series(names::SELF_WALL_NANOS, MetricKind::NsTiming, |s| {
-            s.self_wall_nanos
-        }),
-        series(names::CPU_NANOS, MetricKind::NsTiming, |s| s.cpu_nanos),
-        series(names::SELF_CPU_NANOS, MetricKind::NsTiming, |s| {
-            s.self_cpu_nanos
-        }),
-        series(names::CPU_COUNT, MetricKind::Sum, |s| s.output_vectors),
-        series(names::OUTPUT_ROWS, MetricKind::Sum, |s| s.output_rows),
-        series(names::OUTPUT_VECTORS, MetricKind::Sum, |s| s.output_vectors),
-        series(names::OUTPUT_BYTES, MetricKind::Size, |s| s.output_bytes),
-        peak,
-        series(names::NUM_MEMORY_ALLOCATIONS, MetricKind::Sum, |s| {
-            s.memory_allocations
-        }),
-        series("numPolls", MetricKind::Sum, |s| s.polls),
-    ]
-}
-
-/// An I/O metric summed over tasks.
-type IoMetric = SnapshotMetric<IoSnapshot>;
-
-#[rustfmt::skip]
-const READ_METRICS: &[IoMetric] = &[
-    (names::READ_REQUESTS, "number of read requests", MetricKind::Sum, |s| s.read_requests),
-    (names::READ_BYTES, "bytes read", MetricKind::Size, |s| s.read_bytes),
-    (names::STORAGE_READ_BYTES, "bytes read from storage", MetricKind::Size, |s| s.storage_read_bytes),
-    (names::LOCAL_READ_BYTES, "bytes read from local disk cache", MetricKind::Size, |s| s.local_read_bytes),
-    (names::RAM_READ_BYTES, "bytes read from memory cache", MetricKind::Size, |s| s.ram_read_bytes),
-    (names::DATA_SOURCE_READ_NANOS, "time of reading from data source", MetricKind::NsTiming, |s| s.read_nanos),
-    (names::IO_WAIT_NANOS, "time of I/O wait", MetricKind::NsTiming, |s| s.io_wait_nanos),
-    (names::METADATA_REQUESTS, "number of metadata requests", MetricKind::Sum, |s| s.metadata_requests),
-    (names::READ_BYTES_PER_SECOND, "read throughput per second", MetricKind::Size, |s| s.read_bytes_per_second.round() as u64),
-];
-
-#[rustfmt::skip]
-const WRITE_METRICS: &[IoMetric] = &[
-    (names::WRITE_REQUESTS, "number of write requests", MetricKind::Sum, |s| s.write_requests),
-    (names::PHYSICAL_WRITTEN_BYTES, "number of written bytes", MetricKind::Size, |s| s.written_bytes),
-    (names::WRITTEN_FILES, "number of written files", MetricKind::Sum, |s| s.written_files),
-    (names::WRITE_IO_NANOS, "time of write I/O", MetricKind::NsTiming, |s| s.write_nanos),
-];
-
-/// The I/O metrics of an operator whose tasks touched storage: the read group unless it
-/// only wrote, the write group if it wrote or is a sink. The read-concurrency histogram of
-/// all its tasks together goes to `info` as Impala's string.
-fn io_metrics(
-    reading: &OperatorSnapshot,
-    tasks: &TaskMap,
-    is_sink: bool,
-    info: &mut Vec<(String, String)>,
-) -> Vec<NodeMetric> {
-    if reading.io.is_empty() {
-        return Vec::new();
-    }
-    let task_of = |p: &Option<usize>| p.and_then(|p| tasks.get(reading.stage, p));
-    let series = |read: &dyn Fn(&IoSnapshot) -> i64| -> Vec<TaskValue> {
-        reading
-            .io
-            .iter()
-            .map(|(p, s)| TaskValue {
-                task: task_of(p),
-                value: read(s),
-            })
-            .collect()
-    };
-    let summed = |table| summed_over_tasks(table, &reading.io, reading.stage, tasks);
-    let reads: u64 = reading.io.iter().map(|(_, s)| s.read_requests).sum();
-    let writes: u64 = reading.io.iter().map(|(_, s)| s.write_requests).sum();
-    let mut metrics = Vec::new();
-    if reads > 0 || writes == 0 {
-        metrics.extend(summed(READ_METRICS));
-        // averages as Spark stores them: tenths
-        let tenths = |v: f64| (v * 10.0).round() as i64;
-        let concurrency = series(&|s| tenths(s.average_read_concurrency));
-        let samples: u64 = reading.io.iter().map(|(_, s)| s.concurrency_samples).sum();
-        let weighted: f64 = reading
-            .io
-            .iter()
-            .map(|(_, s)| s.average_read_concurrency * s.concurrency_samples as f64)
-            .sum();
-        metrics.push(NodeMetric {
-            name: names::AVERAGE_READ_CONCURRENCY.to_string(),
-            display_name: "average read concurrency".to_string(),
-            kind: MetricKind::Average,
-            value: if samples == 0 {
-                0
-            } else {
-                tenths(weighted / samples as f64)
-            },
-            tasks: concurrency,
-        });
-        let mut counts = vec![0_u64; CONCURRENCY_BUCKETS];
-        for (_, s) in &reading.io {
-            for (total, c) in counts.iter_mut().zip(&s.concurrency_buckets) {
-                *total += c;
-            }
-        }
-        let overall = bucket_percentages(&counts);
-        for (i, share) in overall.iter().enumerate() {
-            let plus = if i + 1 == CONCURRENCY_BUCKETS {
-                "+"
-            } else {
-                ""
-            };
-            metrics.push(NodeMetric {
-                name: format!("{}{i}Percent", names::READ_CONCURRENCY_BUCKET),
-                display_name: format!("time at read concurrency {i}{plus} (%)"),
-                kind: MetricKind::Average,
-                value: tenths(*share),
-                tasks: series(&|s| {
-                    tenths(
-                        bucket_percentages(&s.concurrency_buckets)
-                            .get(i)
-                            .copied()
-                            .unwrap_or(0.0),
-                    )
-                }),
-            });
-        }
-        info.push((
-            names::READ_CONCURRENCY_BUCKET.to_string(),
-            bucket_info_string(&counts),
-        ));
-    }
-    if writes > 0 || is_sink {
-        metrics.extend(summed(WRITE_METRICS));
-    }
-    metrics
-}
-
-fn clamp(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
 /// The profile of one stage: per task, the work of all the stage's operators.
 fn stage_profile(
     stage: u32,
     node_ids: &[usize],
-    readings: &BTreeMap<usize, OperatorSnapshot>,
+    readings: &BTreeMap<usize, OperatorReading>,
     tasks: &TaskMap,
     ended: bool,
     stage_task_peak: impl Fn(usize) -> u64,
 ) -> StageProfile {
     // node ids are in pre-order: the stage's root comes first
-    let members: Vec<&OperatorSnapshot> = node_ids.iter().map(|id| &readings[id]).collect();
+    let members: Vec<&OperatorReading> = node_ids.iter().map(|id| &readings[id]).collect();
     let task_profiles = tasks
         .0
         .iter()

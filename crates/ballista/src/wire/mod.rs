@@ -10,16 +10,27 @@
 //! Each operator's set gets one such metric per partition its values belong to (Ballista
 //! maps a task's local partition to the stage's, so the scheduler reads them by the
 //! stage's partition), whose name packs every value of that partition:
-//! `qprof-pack:2:` then records, each a letter and its fields, text as `<bytes>:<text>`
+//! `qprof-pack:3:` then records, each a letter and its fields, text as `<bytes>:<text>`
 //! and numbers as `<decimal>,`:
 //!
-//! - `m` an operator's metric of qprof's own: kind, name, display name, value (DataFusion's
-//!   own metrics are not packed: Ballista ships them in the same sets, by partition, and
-//!   the scheduler names them; version 1 packed them too);
+//! - the operator's reading, unnamed: the scheduler names it as a local profile does
+//!   ([`qprof_datafusion::operator_metrics`]), so an executor formats no name at all:
+//!   - `o` a task's counters (twelve numbers; in the group of no partition, spawned work),
+//!   - `i` its I/O (twelve counts, the read concurrency's average as the bits of an `f64`,
+//!     its sample count, the number of buckets and each bucket, the read rate's bits),
+//!   - `s` its spilling (six numbers), `j` a join's two phases (twelve numbers each),
+//!   - `e` why it failed (text), `l` the files planning pruned and `k` the operator's
+//!     memory peak over all the task's partitions at once (both of no partition);
+//! - `m` a named metric: kind, name, display name, value (the shuffle writer's, and a
+//!   dynamic filter's, which only the executor can name);
 //! - `t` the task's own figures (its span, time and memory), on the first set (the
 //!   stage's shuffle writer), partition 0 of the task: ten numbers;
 //! - `f` what a function call of the operator measured in the task, partition 0 of the
 //!   task: function, call text, eight numbers.
+//!
+//! DataFusion's own metrics are not packed: Ballista ships them in the same sets, by
+//! partition, and the scheduler names them. Version 2 shipped qprof's metrics named, as
+//! `m` records; version 1 packed DataFusion's too.
 //!
 //! One metric per operator and partition, where one per value would be hundreds per task:
 //! each costs an allocation on the executor and an entry in every message and stage set.
@@ -29,16 +40,28 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use datafusion::physical_plan::metrics::{Count, Metric, MetricValue, MetricsSet};
+use qprof_core::counters::OperatorTaskSnapshot;
 use qprof_core::executor_memory::MemorySample;
+use qprof_core::io::IoSnapshot;
 use qprof_core::metric::MetricKind;
+use qprof_core::periodic::bucket_info_string;
+use qprof_core::phases::PhaseSnapshot;
 use qprof_core::profile::{FunctionProfile, NodeMetric};
 use qprof_core::sampling::FunctionStats;
+use qprof_core::spill::SpillSnapshot;
+use qprof_datafusion::OperatorReading;
+
+mod fields;
+
+use fields::{
+    MAX_BUCKETS, counter_fields, counters, io_fields, phase, phase_fields, spill, spill_fields,
+};
 
 /// The prefix of every metric name qprof puts on the wire.
 pub const PREFIX: &str = "qprof";
 /// The prefix of a metric that packs qprof's values of one operator and partition,
 /// with the format's version.
-pub const PACK_PREFIX: &str = "qprof-pack:2:";
+pub const PACK_PREFIX: &str = "qprof-pack:3:";
 
 /// Whether a metric named `name` is one of qprof's (not the operator's own).
 pub fn is_qprof_metric(name: &str) -> bool {
@@ -177,7 +200,10 @@ impl Packer {
         let at = match self.groups.iter().position(|(p, _, _)| *p == partition) {
             Some(at) => at,
             None => {
-                self.groups.push((partition, String::from(PACK_PREFIX), 0));
+                // room for a task's counters and a few more records without regrowing
+                let mut packed = String::with_capacity(256);
+                packed.push_str(PACK_PREFIX);
+                self.groups.push((partition, packed, 0));
                 self.groups.len() - 1
             }
         };
@@ -198,6 +224,55 @@ impl Packer {
                 text(out, &m.display_name);
                 number(out, u64::try_from(v.value).unwrap_or(0));
             }
+        }
+    }
+
+    /// Adds an operator's reading, each value under the partition it belongs to (spawned
+    /// work, and what planning pruned, under none).
+    pub fn reading(&mut self, reading: &OperatorReading) {
+        for (partition, s) in &reading.tasks {
+            let out = self.group(Some(*partition));
+            out.push('o');
+            numbers(out, &counter_fields(s));
+        }
+        for s in &reading.spawned {
+            let out = self.group(None);
+            out.push('o');
+            numbers(out, &counter_fields(s));
+        }
+        for (partition, s) in &reading.io {
+            let out = self.group(*partition);
+            out.push('i');
+            numbers(out, &io_fields(s));
+            number(out, s.concurrency_buckets.len() as u64);
+            numbers(out, &s.concurrency_buckets);
+            number(out, s.read_bytes_per_second.to_bits());
+        }
+        for (partition, s) in &reading.spill {
+            let out = self.group(*partition);
+            out.push('s');
+            numbers(out, &spill_fields(s));
+        }
+        for (partition, [build, probe]) in &reading.phases {
+            let out = self.group(*partition);
+            out.push('j');
+            numbers(out, &phase_fields(build));
+            numbers(out, &phase_fields(probe));
+        }
+        for (partition, error) in &reading.errors {
+            let out = self.group(Some(*partition));
+            out.push('e');
+            text(out, error);
+        }
+        if reading.files_pruned_at_listing > 0 {
+            let out = self.group(None);
+            out.push('l');
+            number(out, reading.files_pruned_at_listing);
+        }
+        if let Some(peak) = reading.peak.filter(|&p| p > 0) {
+            let out = self.group(None);
+            out.push('k');
+            number(out, peak);
         }
     }
 
@@ -253,6 +328,12 @@ fn number(out: &mut String, value: u64) {
     out.push(',');
 }
 
+fn numbers(out: &mut String, values: &[u64]) {
+    for &value in values {
+        number(out, value);
+    }
+}
+
 /// Reads a packed metric's records, in order.
 struct Unpacker<'a> {
     rest: &'a str,
@@ -272,6 +353,13 @@ enum Record<'a> {
         fields: [u64; 8],
     },
     Task([u64; 10]),
+    Counters(OperatorTaskSnapshot),
+    Io(IoSnapshot),
+    Spill(SpillSnapshot),
+    Phases([PhaseSnapshot; 2]),
+    Error(&'a str),
+    Listing(u64),
+    Peak(u64),
 }
 
 impl<'a> Unpacker<'a> {
@@ -295,6 +383,37 @@ impl<'a> Unpacker<'a> {
             *slot = self.number()?;
         }
         Some(out)
+    }
+
+    fn io(&mut self) -> Option<IoSnapshot> {
+        let f: [u64; 14] = self.numbers()?;
+        let buckets = self.number()?;
+        if buckets > MAX_BUCKETS {
+            return None;
+        }
+        let concurrency_buckets = (0..buckets)
+            .map(|_| self.number())
+            .collect::<Option<Vec<u64>>>()?;
+        let read_bytes_per_second = f64::from_bits(self.number()?);
+        Some(IoSnapshot {
+            read_requests: f[0],
+            read_bytes: f[1],
+            read_nanos: f[2],
+            storage_read_bytes: f[3],
+            local_read_bytes: f[4],
+            ram_read_bytes: f[5],
+            write_requests: f[6],
+            written_bytes: f[7],
+            write_nanos: f[8],
+            written_files: f[9],
+            metadata_requests: f[10],
+            io_wait_nanos: f[11],
+            average_read_concurrency: f64::from_bits(f[12]),
+            concurrency_samples: f[13],
+            concurrency_info: bucket_info_string(&concurrency_buckets),
+            concurrency_buckets,
+            read_bytes_per_second,
+        })
     }
 
     /// The next record; `None` at the end or at anything malformed (the rest is skipped).
@@ -326,6 +445,16 @@ impl<'a> Unpacker<'a> {
                 })
             }
             't' => Some(Record::Task(self.numbers()?)),
+            'o' => Some(Record::Counters(counters(self.numbers()?))),
+            'i' => self.io().map(Record::Io),
+            's' => Some(Record::Spill(spill(&self.numbers::<6>()?))),
+            'j' => {
+                let f: [u64; 24] = self.numbers()?;
+                Some(Record::Phases([phase(&f[..12]), phase(&f[12..])]))
+            }
+            'e' => Some(Record::Error(self.text()?)),
+            'l' => Some(Record::Listing(self.number()?)),
+            'k' => Some(Record::Peak(self.number()?)),
             _ => None,
         }
     }
@@ -356,6 +485,9 @@ impl FunctionValues {
 pub struct Decoded {
     /// The operator's metrics, in the order they came.
     pub operator: Vec<OperatorValues>,
+    /// The operator's reading, each value under the (global) partition it was tagged
+    /// with; several tasks' together.
+    pub reading: OperatorReading,
     /// Task figures by the (global) partition they were tagged with.
     pub tasks: BTreeMap<usize, TaskFigures>,
     /// The operator's function calls, in the order they came.
@@ -416,6 +548,26 @@ pub fn decode(set: &MetricsSet) -> Decoded {
                         decoded.tasks.insert(p, TaskFigures::from_fields(fields));
                     }
                 }
+                Record::Counters(counters) => match partition {
+                    Some(p) => decoded.reading.tasks.push((p, counters)),
+                    None => decoded.reading.spawned.push(counters),
+                },
+                Record::Io(io) => decoded.reading.io.push((partition, io)),
+                Record::Spill(spill) => decoded.reading.spill.push((partition, spill)),
+                Record::Phases(phases) => decoded.reading.phases.push((partition, phases)),
+                Record::Error(error) => {
+                    if let Some(p) = partition {
+                        decoded.reading.errors.push((p, error.to_string()));
+                    }
+                }
+                Record::Listing(files) => {
+                    let pruned = &mut decoded.reading.files_pruned_at_listing;
+                    *pruned = pruned.saturating_add(files);
+                }
+                // several tasks' peaks: the largest (they need not have run together)
+                Record::Peak(peak) => {
+                    decoded.reading.peak = Some(decoded.reading.peak.unwrap_or(0).max(peak));
+                }
             }
         }
     }
@@ -423,291 +575,4 @@ pub fn decode(set: &MetricsSet) -> Decoded {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use datafusion::physical_plan::metrics::CustomMetricValue;
-    use proptest::prelude::*;
-    use qprof_core::metric::{TaskRef, TaskValue};
-
-    fn task(partition: u32) -> Option<TaskRef> {
-        Some(TaskRef {
-            stage_id: 0,
-            stage_attempt: 0,
-            task_id: u64::from(partition),
-            partition,
-        })
-    }
-
-    /// `metrics` in a set, each tagged as the scheduler tags it: its local partition
-    /// mapped through `to_stage`.
-    fn on_scheduler(metrics: Vec<Metric>, to_stage: impl Fn(usize) -> usize) -> MetricsSet {
-        let mut set = MetricsSet::new();
-        for m in metrics {
-            let partition = m.partition().map(&to_stage);
-            set.push(Arc::new(Metric::new(m.value().clone(), partition)));
-        }
-        set
-    }
-
-    fn call(expression: &str, vectors: u64, cpu_timed: u64) -> FunctionProfile {
-        FunctionProfile {
-            name: "upper".into(),
-            expression: expression.into(),
-            vectors,
-            rows: vectors * 100,
-            cpu_timed_vectors: cpu_timed,
-            cpu_nanos: 9_000,
-            wall_nanos: 11_000,
-            cpu_extrapolated: cpu_timed < vectors,
-            wall_extrapolated: false,
-            mode: String::new(),
-            recalibrations: 1,
-        }
-    }
-
-    #[test]
-    fn function_calls_come_back_by_call_and_task() {
-        // two tasks (the scheduler tags each with its own partition), two calls, one
-        // of them with the format's separators and a digit in its text
-        let mut set = MetricsSet::new();
-        for (task, vectors) in [(3, 8), (5, 2)] {
-            let mut packer = Packer::new();
-            packer.functions(&[
-                call("upper(a@0)", vectors, vectors / 2),
-                call("upper(b@1):x,7:", 4, 4),
-            ]);
-            for m in on_scheduler(packer.finish(), |_| task).iter() {
-                set.push(Arc::clone(m));
-            }
-        }
-        let decoded = decode(&set);
-        assert!(decoded.operator.is_empty());
-        assert_eq!(decoded.functions.len(), 2);
-        let a = decoded.functions[0].profile();
-        assert_eq!(
-            (a.name.as_str(), a.expression.as_str()),
-            ("upper", "upper(a@0)")
-        );
-        assert_eq!((a.vectors, a.rows, a.cpu_timed_vectors), (10, 1_000, 5));
-        assert_eq!(
-            (a.cpu_nanos, a.wall_nanos, a.recalibrations),
-            (18_000, 22_000, 2)
-        );
-        assert!(a.cpu_extrapolated && !a.wall_extrapolated);
-        assert_eq!(a.mode, "sampled 1/2");
-        let b = decoded.functions[1].profile();
-        assert_eq!(b.expression, "upper(b@1):x,7:");
-        assert_eq!(
-            (b.vectors, b.cpu_timed_vectors, b.mode.as_str()),
-            (8, 8, "full")
-        );
-        assert_eq!(
-            decoded.functions[1].by_task.keys().collect::<Vec<_>>(),
-            [&3, &5]
-        );
-    }
-
-    fn two_metrics() -> Vec<NodeMetric> {
-        vec![
-            NodeMetric::summed(
-                "selfCpuNanos",
-                "self CPU time: a, b",
-                MetricKind::NsTiming,
-                vec![
-                    TaskValue {
-                        task: task(0),
-                        value: 1_500,
-                    },
-                    TaskValue {
-                        task: task(1),
-                        value: 2_500,
-                    },
-                    TaskValue {
-                        task: None,
-                        value: 7,
-                    },
-                ],
-            ),
-            NodeMetric::summed(
-                "peakMemoryBytes",
-                "peak memory — größte",
-                MetricKind::Size,
-                vec![TaskValue {
-                    task: task(1),
-                    value: 4096,
-                }],
-            ),
-        ]
-    }
-
-    #[test]
-    fn operator_metrics_come_back_with_kind_names_and_partitions() {
-        let mut packer = Packer::new();
-        packer.operator(&two_metrics());
-        let packed = packer.finish();
-        // one metric per partition (0, 1 and none), not one per value
-        assert_eq!(packed.len(), 3);
-        let mut set = on_scheduler(packed, |p| p + 10);
-        // a metric of DataFusion's own stays out of it
-        set.push(Arc::new(Metric::new(
-            MetricValue::OutputRows(Count::new()),
-            Some(0),
-        )));
-        let decoded = decode(&set);
-        assert_eq!(decoded.operator.len(), 2);
-        let cpu = &decoded.operator[0];
-        assert_eq!(cpu.name, "selfCpuNanos");
-        assert_eq!(cpu.display_name, "self CPU time: a, b");
-        assert_eq!(cpu.kind, MetricKind::NsTiming);
-        assert_eq!(
-            cpu.values,
-            vec![(Some(10), 1_500), (Some(11), 2_500), (None, 7)]
-        );
-        assert_eq!(decoded.operator[1].display_name, "peak memory — größte");
-        assert_eq!(decoded.operator[1].values, vec![(Some(11), 4096)]);
-        assert!(decoded.tasks.is_empty());
-    }
-
-    #[test]
-    fn task_figures_come_back_whole() {
-        let figures = TaskFigures {
-            start_epoch_millis: 1_700_000_000_000,
-            finish_epoch_millis: 1_700_000_000_250,
-            wall_nanos: 250_000_000,
-            cpu_nanos: 180_000_000,
-            memory: MemorySample {
-                epoch_millis: 0,
-                heap_bytes: 1,
-                execution_bytes: 2,
-                storage_bytes: 3,
-                file_mapped_bytes: 4,
-                rss_bytes: 5,
-                virtual_bytes: u64::MAX,
-            },
-        };
-        let mut packer = Packer::new();
-        packer.task(&figures);
-        let decoded = decode(&on_scheduler(packer.finish(), |_| 4));
-        assert_eq!(decoded.tasks.len(), 1);
-        assert_eq!(decoded.tasks[&4], figures);
-    }
-
-    #[test]
-    fn a_damaged_pack_keeps_the_records_before_the_damage() {
-        let mut packer = Packer::new();
-        packer.operator(&[NodeMetric::summed(
-            "outputRows",
-            "output rows",
-            MetricKind::Sum,
-            vec![TaskValue {
-                task: task(0),
-                value: 12,
-            }],
-        )]);
-        packer.functions(&[call("upper(a@0)", 2, 2)]);
-        let name = packer.finish()[0].value().name().to_string();
-        let records_end = name.find("f5:upper").unwrap();
-        for cut in [
-            name.len() - 1,
-            records_end + 1,
-            records_end + 3,
-            PACK_PREFIX.len() + 1,
-        ] {
-            let damaged = [&name[..cut], "9999:x"].concat();
-            let count = Count::new();
-            let mut set = MetricsSet::new();
-            set.push(Arc::new(Metric::new(
-                MetricValue::Count {
-                    name: Cow::Owned(damaged),
-                    count,
-                },
-                Some(0),
-            )));
-            let decoded = decode(&set);
-            assert!(decoded.functions.is_empty(), "cut at {cut}");
-            let expected = usize::from(cut > records_end);
-            assert_eq!(decoded.operator.len(), expected, "cut at {cut}");
-        }
-    }
-
-    proptest! {
-        #[test]
-        fn any_text_and_value_come_back(
-            name in ".{0,12}",
-            display in ".{0,24}",
-            expression in ".{0,24}",
-            values in proptest::collection::vec((0u32..4, 0i64..i64::MAX), 1..6),
-        ) {
-            let metric = NodeMetric::summed(
-                name.as_str(),
-                display.as_str(),
-                MetricKind::Sum,
-                values
-                    .iter()
-                    .map(|(p, v)| TaskValue { task: task(*p), value: *v })
-                    .collect(),
-            );
-            let mut f = call(&expression, 3, 1);
-            f.name = name.clone();
-            let mut packer = Packer::new();
-            packer.operator(std::slice::from_ref(&metric));
-            packer.functions(std::slice::from_ref(&f));
-            let decoded = decode(&on_scheduler(packer.finish(), |p| p));
-            prop_assert_eq!(decoded.operator.len(), 1);
-            let back = &decoded.operator[0];
-            prop_assert_eq!(&back.name, &name);
-            prop_assert_eq!(&back.display_name, &display);
-            let mut sent: Vec<(Option<usize>, u64)> = values
-                .iter()
-                .map(|(p, v)| (Some(*p as usize), *v as u64))
-                .collect();
-            let mut got = back.values.clone();
-            sent.sort_unstable();
-            got.sort_unstable();
-            prop_assert_eq!(got, sent);
-            prop_assert_eq!(decoded.functions.len(), 1);
-            prop_assert_eq!(&decoded.functions[0].name, &name);
-            prop_assert_eq!(&decoded.functions[0].expression, &expression);
-            prop_assert_eq!(decoded.functions[0].by_task[&0].vectors, 3);
-        }
-    }
-
-    #[test]
-    fn a_custom_metric_is_dropped_and_the_set_count_kept() {
-        #[derive(Debug)]
-        struct Opaque;
-        impl std::fmt::Display for Opaque {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                write!(f, "opaque")
-            }
-        }
-        impl CustomMetricValue for Opaque {
-            fn new_empty(&self) -> Arc<dyn CustomMetricValue> {
-                Arc::new(Opaque)
-            }
-            fn aggregate(&self, _other: Arc<dyn CustomMetricValue + 'static>) {}
-            fn as_any(&self) -> &dyn std::any::Any {
-                self
-            }
-            fn is_eq(&self, _other: &Arc<dyn CustomMetricValue>) -> bool {
-                true
-            }
-        }
-        let mut with_custom = MetricsSet::new();
-        with_custom.push(Arc::new(Metric::new(
-            MetricValue::Custom {
-                name: Cow::Borrowed("opaque"),
-                value: Arc::new(Opaque),
-            },
-            Some(0),
-        )));
-        with_custom.push(Arc::new(Metric::new(
-            MetricValue::OutputRows(Count::new()),
-            Some(0),
-        )));
-        let shipped = ship_safely(vec![MetricsSet::new(), with_custom]);
-        assert_eq!(shipped.len(), 2);
-        assert!(shipped[1].iter().all(|m| crosses_the_wire(m.value())));
-        assert_eq!(shipped[1].iter().count(), 1);
-    }
-}
+mod tests;
