@@ -228,18 +228,24 @@ impl fmt::Display for QprofStageExec {
     }
 }
 
-/// A copy of `ctx` whose runtime is instrumented by `profiler`.
-fn instrumented_context(profiler: &Profiler, ctx: &TaskContext) -> TaskContext {
-    TaskContext::new(
-        ctx.task_id(),
-        ctx.session_id(),
-        ctx.session_config().clone(),
-        ctx.scalar_functions().clone(),
-        ctx.higher_order_functions().clone(),
-        ctx.aggregate_functions().clone(),
-        ctx.window_functions().clone(),
-        profiler.instrument_runtime(ctx.runtime_env()),
-    )
+/// `ctx` with its runtime instrumented by `profiler`: the context itself when nothing else
+/// holds it (Ballista hands each task a context of its own), else a copy (copying its
+/// function registries costs a few hundred allocations).
+fn instrumented_context(profiler: &Profiler, ctx: Arc<TaskContext>) -> Arc<TaskContext> {
+    let runtime = profiler.instrument_runtime(ctx.runtime_env());
+    let own = Arc::try_unwrap(ctx).unwrap_or_else(|shared| {
+        TaskContext::new(
+            shared.task_id(),
+            shared.session_id(),
+            shared.session_config().clone(),
+            shared.scalar_functions().clone(),
+            shared.higher_order_functions().clone(),
+            shared.aggregate_functions().clone(),
+            shared.window_functions().clone(),
+            shared.runtime_env(),
+        )
+    });
+    Arc::new(own.with_runtime(runtime))
 }
 
 #[async_trait::async_trait]
@@ -249,7 +255,7 @@ impl QueryStageExecutor for QprofStageExec {
         task_id: usize,
         context: Arc<TaskContext>,
     ) -> Result<Vec<ShuffleWritePartition>> {
-        let context = Arc::new(instrumented_context(&self.profiler, &context));
+        let context = instrumented_context(&self.profiler, context);
         let start = epoch_millis();
         let clock = Instant::now();
         let result = self.inner.execute_query_stage(task_id, context).await;
@@ -414,4 +420,45 @@ fn writer_metrics(writer: &dyn ExecutionPlan, run: &TaskRun) -> Vec<NodeMetric> 
             run.written_bytes,
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::prelude::SessionContext;
+
+    /// Whether `ctx` runs on a runtime `profiler` instrumented (instrumenting it again
+    /// leaves it as it is).
+    fn instrumented(profiler: &Profiler, ctx: &TaskContext) -> bool {
+        Arc::ptr_eq(
+            &profiler.instrument_runtime(ctx.runtime_env()),
+            &ctx.runtime_env(),
+        )
+    }
+
+    #[test]
+    fn a_task_context_is_instrumented_in_place_or_as_a_copy_when_shared() {
+        let profiler = Profiler::new();
+        let session = SessionContext::new();
+        let original = session.task_ctx();
+        assert!(!instrumented(&profiler, &original));
+        let functions = original.scalar_functions().len();
+        assert!(functions > 0);
+
+        // held by someone else too: a copy, the original left as it was
+        let copy = instrumented_context(&profiler, Arc::clone(&original));
+        assert!(instrumented(&profiler, &copy));
+        assert!(!instrumented(&profiler, &original));
+        assert_eq!(copy.scalar_functions().len(), functions);
+        assert_eq!(copy.session_id(), original.session_id());
+
+        // its own: the same context, its runtime instrumented
+        let own = instrumented_context(&profiler, session.task_ctx());
+        assert!(instrumented(&profiler, &own));
+        assert_eq!(own.scalar_functions().len(), functions);
+        assert_eq!(
+            own.aggregate_functions().len(),
+            original.aggregate_functions().len()
+        );
+    }
 }
