@@ -311,8 +311,7 @@ impl Builder<'_> {
         }
     }
 
-    /// One metric of an operator: its values by partition folded into the tasks that
-    /// computed them (a peak is the largest, anything else the sum).
+    /// One metric of an operator, named on the executor, its values folded into tasks.
     fn node_metric(&self, stage: usize, metric: &OperatorValues) -> NodeMetric {
         self.partition_metric(
             stage,
@@ -323,8 +322,8 @@ impl Builder<'_> {
         )
     }
 
-    /// A metric's values by partition folded into the tasks that computed them (a peak is
-    /// the largest, anything else the sum).
+    /// A metric's values by partition folded into the tasks that computed them, as
+    /// [`folded_by_task`] folds them.
     fn partition_metric(
         &self,
         stage: usize,
@@ -403,7 +402,8 @@ fn folded_into_tasks(metric: NodeMetric) -> NodeMetric {
 }
 
 /// A metric whose values of the same task (several partitions of one task) are folded
-/// into one: a peak is the largest, anything else the sum. Values of no task stay apart.
+/// into one: a peak or an average is the largest, anything else the sum. Values of no task
+/// stay apart.
 fn folded_by_task(
     name: &str,
     display: &str,
@@ -411,13 +411,15 @@ fn folded_by_task(
     values: impl IntoIterator<Item = TaskValue>,
 ) -> NodeMetric {
     let is_peak = name == names::PEAK_MEMORY_BYTES;
+    // an average of two partitions is not their sum; their larger one stays in bounds
+    let largest = is_peak || kind == MetricKind::Average;
     let mut by_task: Vec<TaskValue> = Vec::new();
     for TaskValue { task, value } in values {
         match by_task
             .iter_mut()
             .find(|v| task.is_some() && v.task == task)
         {
-            Some(v) if is_peak => v.value = v.value.max(value),
+            Some(v) if largest => v.value = v.value.max(value),
             Some(v) => v.value = v.value.saturating_add(value),
             None => by_task.push(TaskValue { task, value }),
         }

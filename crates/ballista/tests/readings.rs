@@ -50,11 +50,12 @@ async fn write_table(dir: &std::path::Path, name: &str, rows: i64, keys: i64) ->
     table.to_str().unwrap().to_string()
 }
 
-/// A metric as compared: name, display name, kind, value and its values by partition.
+/// A metric as compared: name, display name, kind, value and its values by partition (in
+/// order: metrics keep their order, the values of each are sorted).
 type Seen = (String, String, String, i64, Vec<(Option<u32>, i64)>);
 
 fn seen(metrics: &[NodeMetric]) -> Vec<Seen> {
-    let mut out: Vec<Seen> = metrics
+    metrics
         .iter()
         .map(|m| {
             let mut values: Vec<_> = m
@@ -71,9 +72,7 @@ fn seen(metrics: &[NodeMetric]) -> Vec<Seen> {
                 values,
             )
         })
-        .collect();
-    out.sort();
-    out
+        .collect()
 }
 
 /// The tree the scheduler's side names from what `readings` packs, node for node with

@@ -147,14 +147,15 @@ impl BucketingCounter {
 
 /// The share of each bucket in `counts`, in percent (all 0 if every count is 0).
 pub fn bucket_percentages(counts: &[u64]) -> Vec<f64> {
-    let total: u64 = counts.iter().sum();
+    // added as floats: counts shipped from elsewhere may add up past u64
+    let total: f64 = counts.iter().map(|&c| c as f64).sum();
     counts
         .iter()
         .map(|&c| {
-            if total == 0 {
+            if total == 0.0 {
                 0.0
             } else {
-                c as f64 * 100.0 / total as f64
+                c as f64 * 100.0 / total
             }
         })
         .collect()

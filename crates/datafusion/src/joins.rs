@@ -10,7 +10,7 @@ use datafusion::physical_plan::joins::{
 use qprof_core::phases::JoinPhase;
 use qprof_core::profile::names::JOIN_PHASE_PREFIXES;
 
-/// How a join reads its inputs.
+/// How a join reads its inputs; [`join_shape`] tells it of a plan node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JoinShape {
     /// The child collected first and held (or, for a join reading both inputs together,

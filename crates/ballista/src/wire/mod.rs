@@ -19,8 +19,10 @@
 //!   - `i` its I/O (twelve counts, the read concurrency's average as the bits of an `f64`,
 //!     its sample count, the number of buckets and each bucket, the read rate's bits),
 //!   - `s` its spilling (six numbers), `j` a join's two phases (twelve numbers each),
-//!   - `e` why it failed (text), `l` the files planning pruned and `k` the operator's
-//!     memory peak over all the task's partitions at once (both of no partition);
+//!   - `l` the files planning pruned and `k` the operator's memory peak over all the
+//!     task's partitions at once (both of no partition); a failed task's reasons are not
+//!     packed: Ballista keeps a failed task's metrics from the scheduler, and its status
+//!     carries the reason;
 //! - `m` a named metric: kind, name, display name, value (the shuffle writer's, and a
 //!   dynamic filter's, which only the executor can name);
 //! - `t` the task's own figures (its span, time and memory), on the first set (the
@@ -259,11 +261,6 @@ impl Packer {
             numbers(out, &phase_fields(build));
             numbers(out, &phase_fields(probe));
         }
-        for (partition, error) in &reading.errors {
-            let out = self.group(Some(*partition));
-            out.push('e');
-            text(out, error);
-        }
         if reading.files_pruned_at_listing > 0 {
             let out = self.group(None);
             out.push('l');
@@ -357,7 +354,6 @@ enum Record<'a> {
     Io(IoSnapshot),
     Spill(SpillSnapshot),
     Phases([PhaseSnapshot; 2]),
-    Error(&'a str),
     Listing(u64),
     Peak(u64),
 }
@@ -452,7 +448,6 @@ impl<'a> Unpacker<'a> {
                 let f: [u64; 24] = self.numbers()?;
                 Some(Record::Phases([phase(&f[..12]), phase(&f[12..])]))
             }
-            'e' => Some(Record::Error(self.text()?)),
             'l' => Some(Record::Listing(self.number()?)),
             'k' => Some(Record::Peak(self.number()?)),
             _ => None,
@@ -555,11 +550,6 @@ pub fn decode(set: &MetricsSet) -> Decoded {
                 Record::Io(io) => decoded.reading.io.push((partition, io)),
                 Record::Spill(spill) => decoded.reading.spill.push((partition, spill)),
                 Record::Phases(phases) => decoded.reading.phases.push((partition, phases)),
-                Record::Error(error) => {
-                    if let Some(p) = partition {
-                        decoded.reading.errors.push((p, error.to_string()));
-                    }
-                }
                 Record::Listing(files) => {
                     let pruned = &mut decoded.reading.files_pruned_at_listing;
                     *pruned = pruned.saturating_add(files);

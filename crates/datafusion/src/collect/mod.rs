@@ -27,6 +27,7 @@ pub use reading::{NodeReading, OperatorReading, PlanReadings};
 
 use crate::definitions;
 use crate::exec::ProfiledExec;
+use crate::joins::join_shape;
 use crate::native_metrics::{add_stride_totals, native_metrics};
 use naming::clamp;
 use qprof_core::call_site::FunctionSite;
@@ -160,7 +161,7 @@ pub(crate) fn collect_profile(
     let mut root = builder.node(plan);
     let join_shapes: Vec<_> = wrapped
         .iter()
-        .filter_map(|e| Some((e.node_id(), *e.stats().join.get()?)))
+        .filter_map(|e| Some((e.node_id(), join_shape(e.inner().as_ref())?)))
         .collect();
     if !join_shapes.is_empty() {
         joins::add_projection_metrics(&mut root, &join_shapes);

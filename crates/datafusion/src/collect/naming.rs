@@ -231,15 +231,21 @@ fn io_metrics(
             .collect()
     };
     let summed = |table| summed_over_tasks(table, &reading.io, task_of);
-    let reads: u64 = reading.io.iter().map(|(_, s)| s.read_requests).sum();
-    let writes: u64 = reading.io.iter().map(|(_, s)| s.write_requests).sum();
+    let total = |read: fn(&IoSnapshot) -> u64| {
+        reading
+            .io
+            .iter()
+            .fold(0_u64, |sum, (_, s)| sum.saturating_add(read(s)))
+    };
+    let reads = total(|s| s.read_requests);
+    let writes = total(|s| s.write_requests);
     let mut metrics = Vec::new();
     if reads > 0 || writes == 0 {
         metrics.extend(summed(READ_METRICS));
         // averages as Spark stores them: tenths
         let tenths = |v: f64| (v * 10.0).round() as i64;
         let concurrency = series(&|s| tenths(s.average_read_concurrency));
-        let samples: u64 = reading.io.iter().map(|(_, s)| s.concurrency_samples).sum();
+        let samples = total(|s| s.concurrency_samples);
         let weighted: f64 = reading
             .io
             .iter()
@@ -258,8 +264,8 @@ fn io_metrics(
         });
         let mut counts = vec![0_u64; CONCURRENCY_BUCKETS];
         for (_, s) in &reading.io {
-            for (total, c) in counts.iter_mut().zip(&s.concurrency_buckets) {
-                *total += c;
+            for (sum, c) in counts.iter_mut().zip(&s.concurrency_buckets) {
+                *sum = sum.saturating_add(*c);
             }
         }
         let overall = bucket_percentages(&counts);

@@ -20,7 +20,8 @@ use crate::exec::ProfiledExec;
 /// from the same moment (spawned work can still finish after the last batch).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OperatorReading {
-    /// qprof's stage of the operator in the plan it ran in (`None`: it never ran).
+    /// qprof's stage of the operator in the plan it ran in (`None`: none was assigned;
+    /// the reading of an engine that ships it has none either).
     pub stage: Option<u32>,
     /// Each task's counters, by the partition it computed.
     pub tasks: Vec<(usize, OperatorTaskSnapshot)>,
@@ -85,7 +86,8 @@ impl OperatorReading {
         }
     }
 
-    /// Whether nothing was read: the operator never ran and planning pruned nothing.
+    /// Whether nothing was read: the operator never ran and planning pruned nothing (a
+    /// peak alone does not count).
     pub fn is_empty(&self) -> bool {
         self.tasks.is_empty()
             && self.spawned.is_empty()
