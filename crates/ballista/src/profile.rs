@@ -249,20 +249,23 @@ impl Builder<'_> {
             plan.properties().partitioning.partition_count().to_string(),
         )];
         if let Some(set) = set {
-            let decoded = wire::decode(set);
+            let mut decoded = wire::decode(set);
             functions = decoded.functions.iter().map(|f| f.profile()).collect();
             functions.sort_by(|a, b| {
                 b.cpu_nanos
                     .cmp(&a.cpu_nanos)
                     .then_with(|| a.expression.cmp(&b.expression))
             });
+            // the shuffle writer's own and a dynamic filter's, which the executor named
+            let named_there: Vec<NodeMetric> = decoded
+                .operator
+                .iter()
+                .map(|values| self.node_metric(stage, values))
+                .collect();
             if is_root {
-                self.figures.insert(stage, decoded.tasks.clone());
-            }
-            if is_root {
-                for values in &decoded.operator {
-                    metrics.push(self.node_metric(stage, values));
-                }
+                self.figures
+                    .insert(stage, std::mem::take(&mut decoded.tasks));
+                metrics.extend(named_there);
                 metrics.extend(self.writer_native_metrics(stage, set));
             } else {
                 let native = self.native_metrics(stage, plan.name(), set);
@@ -276,10 +279,7 @@ impl Builder<'_> {
                     metrics.extend(named.metrics.into_iter().map(folded_into_tasks));
                     info.extend(named.info);
                 }
-                // a dynamic filter's metrics, which the executor named
-                for values in &decoded.operator {
-                    metrics.push(self.node_metric(stage, values));
-                }
+                metrics.extend(named_there);
             }
         }
         if let Some(shape) = join_shape(plan.as_ref()) {
