@@ -5,13 +5,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ballista_core::config::TaskSchedulingPolicy;
+use ballista_core::extension::{
+    ballista_aggregate_functions, ballista_scalar_functions, ballista_window_functions,
+};
+use ballista_core::optimizer::ballista_default_optimizer_rules;
 use ballista_core::registry::BallistaFunctionRegistry;
-use ballista_core::utils::{default_config_producer, default_session_builder};
+use ballista_core::utils::default_config_producer;
 use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
 use ballista_executor::metrics::ExecutorMetricCollectionPolicy;
 use ballista_scheduler::cluster::BallistaCluster;
 use ballista_scheduler::config::{SchedulerConfig, TaskDistributionPolicy};
 use ballista_scheduler::scheduler_process::{create_scheduler, start_grpc_service_with_listener};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::{SessionState, SessionStateBuilder};
 use datafusion::prelude::SessionConfig;
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
@@ -99,10 +104,18 @@ fn qprof_config() -> SessionConfig {
 }
 
 /// Ballista's scheduler session, planning each function call timed (see
-/// [`QprofPhysicalCodec`]).
+/// [`QprofPhysicalCodec`]): what `default_session_builder` builds, with qprof's query
+/// planner, built once (the scheduler builds a session for every job it is sent).
 fn timed_calls_session(config: SessionConfig) -> datafusion::common::Result<SessionState> {
-    let state = default_session_builder(config)?;
-    Ok(plan_timed_calls(SessionStateBuilder::new_from_existing(state)).build())
+    let builder = SessionStateBuilder::new()
+        .with_default_features()
+        .with_config(config)
+        .with_runtime_env(Arc::new(RuntimeEnvBuilder::new().build()?))
+        .with_optimizer_rules(ballista_default_optimizer_rules())
+        .with_scalar_functions(ballista_scalar_functions())
+        .with_aggregate_functions(ballista_aggregate_functions())
+        .with_window_functions(ballista_window_functions());
+    Ok(plan_timed_calls(builder).build())
 }
 
 /// How an executor with qprof inside runs.
@@ -234,4 +247,50 @@ pub async fn end_session(url: &str, session_id: &str) -> Result<(), ClusterError
         .await
         .map_err(|e| ballista_core::error::BallistaError::General(e.message().to_string()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ballista_core::utils::default_session_builder;
+
+    fn sorted(names: impl Iterator<Item = String>) -> Vec<String> {
+        let mut names: Vec<String> = names.collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn the_timed_calls_session_is_ballistas_own_with_qprofs_planner() {
+        let ours = timed_calls_session(qprof_config()).unwrap();
+        let ballistas = default_session_builder(qprof_config()).unwrap();
+        assert_eq!(
+            sorted(ours.scalar_functions().keys().cloned()),
+            sorted(ballistas.scalar_functions().keys().cloned())
+        );
+        assert_eq!(
+            sorted(ours.aggregate_functions().keys().cloned()),
+            sorted(ballistas.aggregate_functions().keys().cloned())
+        );
+        assert_eq!(
+            sorted(ours.window_functions().keys().cloned()),
+            sorted(ballistas.window_functions().keys().cloned())
+        );
+        let rules = |state: &SessionState| -> Vec<String> {
+            let logical = state.optimizers().iter().map(|r| r.name().to_string());
+            let analyzer = state.analyzer().rules.iter().map(|r| r.name().to_string());
+            let physical = state
+                .physical_optimizers()
+                .iter()
+                .map(|r| r.name().to_string());
+            logical.chain(analyzer).chain(physical).collect()
+        };
+        assert_eq!(rules(&ours), rules(&ballistas));
+        assert_eq!(
+            ours.config().options().entries().len(),
+            ballistas.config().options().entries().len()
+        );
+        assert!(format!("{:?}", ours.query_planner()).contains("ProfilingQueryPlanner"));
+        assert!(!format!("{:?}", ballistas.query_planner()).contains("ProfilingQueryPlanner"));
+    }
 }

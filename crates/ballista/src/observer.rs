@@ -47,8 +47,9 @@ pub struct ClusterObserver {
     listeners: ListenerFactory,
     engine: String,
     state: Mutex<ObserverState>,
-    /// Posts every event, in order, on a thread of its own: building a profile and
-    /// writing it never holds up the scheduler.
+    /// Posts every event, in order, on a thread of its own at idle priority: building a
+    /// profile and writing it never holds up the scheduler, nor takes a core from a
+    /// client fetching the job's results or from the next job.
     poster: Mutex<mpsc::Sender<Work>>,
 }
 
@@ -60,6 +61,7 @@ fn start_poster() -> mpsc::Sender<Work> {
     let spawned = std::thread::Builder::new()
         .name("qprof-cluster-events".to_string())
         .spawn(move || {
+            qprof_core::process::run_at_idle_priority();
             for work in receiver {
                 work();
             }

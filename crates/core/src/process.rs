@@ -26,6 +26,29 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// Puts the calling thread at the lowest scheduling priority there is, for background
+/// work that should use only the CPU queries leave idle: Linux's `SCHED_IDLE` policy for
+/// this thread alone (a waking query thread takes the core at once), or, where that is
+/// refused, `nice` 19. The work still runs, only later when every core is busy. Returns
+/// whether the priority changed.
+pub fn run_at_idle_priority() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid takes no arguments; sched_setscheduler reads the parameter it is
+        // given; setpriority takes none. On Linux a thread id names that thread alone.
+        unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::pid_t;
+            let param = libc::sched_param { sched_priority: 0 };
+            libc::sched_setscheduler(tid, libc::SCHED_IDLE, &param) == 0
+                || libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19) == 0
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,5 +65,19 @@ mod tests {
         let buffer = vec![1u8; 8 << 20];
         std::hint::black_box(&buffer);
         assert!(peak_rss_bytes().unwrap() >= 8 << 20);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn idle_priority_applies_to_the_calling_thread_only() {
+        // SAFETY: sched_getscheduler(0) asks about the calling thread
+        let policy = || unsafe { libc::sched_getscheduler(0) };
+        let before = policy();
+        let changed = std::thread::spawn(move || (run_at_idle_priority(), policy()))
+            .join()
+            .unwrap();
+        assert_eq!(changed, (true, libc::SCHED_IDLE));
+        assert_eq!(policy(), before);
+        assert_ne!(before, libc::SCHED_IDLE);
     }
 }
