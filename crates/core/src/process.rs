@@ -34,13 +34,13 @@ pub fn peak_rss_bytes() -> Option<u64> {
 pub fn run_at_idle_priority() -> bool {
     #[cfg(target_os = "linux")]
     {
-        // SAFETY: gettid takes no arguments; sched_setscheduler reads the parameter it is
-        // given; setpriority takes none. On Linux a thread id names that thread alone.
+        // SAFETY: sched_setscheduler only reads the parameter it is given; setpriority
+        // takes no pointers. On Linux, id 0 names the calling thread for both, and a
+        // thread's policy and nice value are its own.
         unsafe {
-            let tid = libc::syscall(libc::SYS_gettid) as libc::pid_t;
             let param = libc::sched_param { sched_priority: 0 };
-            libc::sched_setscheduler(tid, libc::SCHED_IDLE, &param) == 0
-                || libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19) == 0
+            libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) == 0
+                || libc::setpriority(libc::PRIO_PROCESS, 0, 19) == 0
         }
     }
     #[cfg(not(target_os = "linux"))]
