@@ -110,7 +110,8 @@ pub fn release_free_heap() -> bool {
 
 /// Resident and virtual size from `/proc/self/statm` (pages).
 fn resident_and_virtual() -> (u64, u64) {
-    let Ok(statm) = std::fs::read_to_string("/proc/self/statm") else {
+    let mut buffer = [0u8; 128];
+    let Some(statm) = read_statm(&mut buffer) else {
         return (0, 0);
     };
     let mut fields = statm
@@ -119,6 +120,26 @@ fn resident_and_virtual() -> (u64, u64) {
     let (size, resident) = (fields.next().unwrap_or(0), fields.next().unwrap_or(0));
     let page = page_size();
     (resident * page, size * page)
+}
+
+/// `/proc/self/statm` read into `buffer` through one handle opened on the first call and
+/// kept: procfs formats the file anew for every read from its start, so each reading is one
+/// `pread` instead of the five calls of opening, sizing, reading and closing it (about
+/// 1.3 µs against 6–7 µs on a 2-vCPU virtual machine; it is read as every task ends).
+#[cfg(unix)]
+fn read_statm(buffer: &mut [u8]) -> Option<&str> {
+    use std::os::unix::fs::FileExt;
+    static STATM: std::sync::OnceLock<Option<std::fs::File>> = std::sync::OnceLock::new();
+    let file = STATM
+        .get_or_init(|| std::fs::File::open("/proc/self/statm").ok())
+        .as_ref()?;
+    let len = file.read_at(buffer, 0).ok()?;
+    std::str::from_utf8(&buffer[..len]).ok()
+}
+
+#[cfg(not(unix))]
+fn read_statm(_buffer: &mut [u8]) -> Option<&str> {
+    None
 }
 
 /// Resident bytes backed by files: `/proc/self/status`'s `RssFile`.
@@ -277,6 +298,25 @@ mod tests {
         assert!(m.file_mapped_bytes <= m.rss_bytes);
         #[cfg(target_env = "gnu")]
         assert!(m.heap_bytes >= 32 << 20, "{m:?}");
+    }
+
+    #[test]
+    fn each_size_reading_is_fresh_through_the_kept_handle() {
+        let before = process_size();
+        // larger than any other test's buffer, so that one allocated alongside cannot hide it
+        let buffer = vec![1u8; 128 << 20];
+        std::hint::black_box(&buffer);
+        let during = process_size();
+        drop(buffer);
+        let after = process_size();
+        assert!(
+            during.rss_bytes >= before.rss_bytes + (64 << 20),
+            "{before:?} {during:?}"
+        );
+        assert!(
+            after.rss_bytes + (64 << 20) <= during.rss_bytes,
+            "{during:?} {after:?}"
+        );
     }
 
     proptest! {
