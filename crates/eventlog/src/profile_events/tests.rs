@@ -1,0 +1,195 @@
+use super::*;
+use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
+use qprof_core::profile::{NodeMetric, ProfileNode};
+
+fn node(id: usize, name: &str, children: Vec<ProfileNode>) -> ProfileNode {
+    ProfileNode {
+        id,
+        name: name.to_string(),
+        display: format!("{name}: {id}"),
+        stage_id: None,
+        metrics: vec![NodeMetric::summed(
+            names::OUTPUT_ROWS,
+            "number of output rows",
+            MetricKind::Sum,
+            Vec::new(),
+        )],
+        info: vec![("outputPartitions".to_string(), "2".to_string())],
+        functions: Vec::new(),
+        children,
+    }
+}
+
+fn keys(v: &Value) -> Vec<&str> {
+    v.as_object().unwrap().keys().map(String::as_str).collect()
+}
+
+#[test]
+fn a_task_end_is_written_as_spark_writes_it() {
+    let task = TaskRef {
+        stage_id: 0,
+        stage_attempt: 0,
+        task_id: 7,
+        partition: 3,
+    };
+    let mut plan = node(0, "ProjectionExec", vec![]);
+    plan.stage_id = Some(0);
+    plan.metrics = vec![NodeMetric::summed(
+        names::OUTPUT_ROWS,
+        "number of output rows",
+        MetricKind::Sum,
+        vec![TaskValue {
+            task: Some(task),
+            value: 42,
+        }],
+    )];
+    let profile = QueryProfile {
+        id: 0,
+        sql: "SELECT 1".to_string(),
+        rows: 42,
+        duration_nanos: 1_000_000,
+        start_epoch_millis: 1_000,
+        plan,
+        stages: vec![StageProfile {
+            id: 0,
+            node_ids: vec![0],
+            tasks: vec![TaskProfile {
+                task_id: 7,
+                partition: 3,
+                start_epoch_millis: 1_000,
+                finish_epoch_millis: 1_010,
+                metrics: Vec::new(),
+                error: None,
+                attempt: 0,
+                executor: None,
+            }],
+            memory: None,
+            executor_memory: Vec::new(),
+        }],
+        memory: Vec::new(),
+        memory_pool: None,
+    };
+    let record = QueryRecord {
+        description: "q".to_string(),
+        sql: "SELECT 1",
+        plan_text: String::new(),
+        start_epoch_millis: 1_000,
+        end_epoch_millis: 1_020,
+        profile: Some(&profile),
+        error: None,
+    };
+    let events = query_events(&record, "host", &mut IdCounters::default());
+    let ends: Vec<Value> = events
+        .iter()
+        .filter(|e| matches!(e, QueryEvent::TaskEnd(_)))
+        .map(|e| serde_json::from_slice(&serde_json::to_vec(e).unwrap()).unwrap())
+        .collect();
+    assert_eq!(ends.len(), 1);
+    let end = &ends[0];
+    assert_eq!(
+        keys(end),
+        [
+            "Event",
+            "Stage ID",
+            "Stage Attempt ID",
+            "Task Type",
+            "Task End Reason",
+            "Task Info",
+            "Task Executor Metrics",
+            "Task Metrics"
+        ]
+    );
+    assert_eq!(end["Event"], "SparkListenerTaskEnd");
+    assert_eq!(end["Task Type"], "ResultTask");
+    let info = &end["Task Info"];
+    assert_eq!(
+        keys(info),
+        [
+            "Task ID",
+            "Index",
+            "Attempt",
+            "Partition ID",
+            "Launch Time",
+            "Executor ID",
+            "Host",
+            "Locality",
+            "Speculative",
+            "Getting Result Time",
+            "Finish Time",
+            "Failed",
+            "Killed",
+            "Accumulables"
+        ]
+    );
+    assert_eq!(
+        (&info["Task ID"], &info["Index"], &info["Finish Time"]),
+        (&json!(7), &json!(3), &json!(1_010))
+    );
+    assert_eq!(
+        (&info["Executor ID"], &info["Host"], &info["Locality"]),
+        (&json!("driver"), &json!("host"), &json!("PROCESS_LOCAL"))
+    );
+    let update = &info["Accumulables"][0];
+    assert_eq!(
+        keys(update),
+        [
+            "ID",
+            "Name",
+            "Update",
+            "Value",
+            "Internal",
+            "Count Failed Values",
+            "Metadata"
+        ]
+    );
+    // Spark writes a SQL metric's update as a string
+    assert_eq!(update["Update"], "42");
+    assert_eq!(update["Value"], "42");
+    assert_eq!(update["Name"], "number of output rows");
+    // the live path turns the same event into a value with the same content
+    let live = events
+        .into_iter()
+        .find(|e| matches!(e, QueryEvent::TaskEnd(_)))
+        .unwrap()
+        .into_value();
+    assert_eq!(&live, end);
+}
+
+#[test]
+fn plan_info_keeps_spark_key_order_and_every_level_of_the_tree() {
+    let plan = node(
+        0,
+        "ProjectionExec",
+        vec![node(
+            1,
+            "FilterExec",
+            vec![node(2, "DataSourceExec", vec![])],
+        )],
+    );
+    let mut ids = IdCounters::default();
+    let accs = Accumulators::assign(&plan, &mut ids);
+    let info = plan_info(&plan, &accs);
+    let keys: Vec<&str> = info
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "nodeName",
+            "simpleString",
+            "children",
+            "metadata",
+            "metrics"
+        ]
+    );
+    let leaf = &info["children"][0]["children"][0];
+    assert_eq!(leaf["nodeName"], "DataSourceExec");
+    assert_eq!(leaf["simpleString"], "DataSourceExec: 2");
+    assert_eq!(leaf["metadata"]["outputPartitions"], "2");
+    assert_eq!(leaf["metrics"][0]["name"], "number of output rows");
+    assert_eq!(leaf["metrics"][0]["accumulatorId"], 3);
+    assert_eq!(leaf["children"], json!([]));
+}
