@@ -170,7 +170,20 @@ impl Aggregate {
 /// assert_eq!(spark_string(MetricKind::Sum, &[task(1, 7_000), task(2, 3_000)]), "10,000");
 /// ```
 pub fn spark_string(kind: MetricKind, values: &[TaskValue]) -> String {
-    spark_string_naming(kind, values, Aggregate::of(kind, values).max_task)
+    if kind == MetricKind::Sum {
+        return sum_string(values);
+    }
+    let agg = Aggregate::of(kind, values);
+    render(kind, &agg, agg.max_task)
+}
+
+/// [`spark_string`], for a caller that has the values' aggregate (`Aggregate::of(kind,
+/// values)`) already.
+pub fn spark_string_aggregated(kind: MetricKind, values: &[TaskValue], agg: &Aggregate) -> String {
+    if kind == MetricKind::Sum {
+        return sum_string(values);
+    }
+    render(kind, agg, agg.max_task)
 }
 
 /// [`spark_string`], with the maximum named after `max_task` (`None`: the driver), as
@@ -181,7 +194,26 @@ pub fn spark_string_naming(
     values: &[TaskValue],
     max_task: Option<TaskRef>,
 ) -> String {
-    let agg = Aggregate::of(kind, values);
+    if kind == MetricKind::Sum {
+        return sum_string(values);
+    }
+    render(kind, &Aggregate::of(kind, values), max_task)
+}
+
+/// A `sum` metric's text: the total of every value, however many tasks reported one.
+fn sum_string(values: &[TaskValue]) -> String {
+    format::integer(values.iter().map(|v| v.value).sum())
+}
+
+/// The text of a metric of any kind but `sum`, from its aggregate, its maximum named
+/// after `max_task` (`None`: the driver).
+fn render(kind: MetricKind, agg: &Aggregate, max_task: Option<TaskRef>) -> String {
+    if agg.count <= 1 {
+        return match kind {
+            MetricKind::Average => format::average(agg.max),
+            _ => kind.format_value(agg.max),
+        };
+    }
     let task_info = match max_task {
         Some(t) => format!(
             "(stage {}.{}: task {})",
@@ -190,15 +222,12 @@ pub fn spark_string_naming(
         None => "(driver)".to_string(),
     };
     match kind {
-        MetricKind::Sum => format::integer(values.iter().map(|v| v.value).sum()),
-        MetricKind::Average if agg.count <= 1 => format::average(agg.max),
         MetricKind::Average => format!(
             "(min, med, max (stageId: taskId)):\n({}, {}, {} {task_info})",
             format::average(agg.min),
             format::average(agg.median),
             format::average(agg.max)
         ),
-        _ if agg.count <= 1 => kind.format_value(agg.max),
         // nsTiming: Spark sums nanoseconds, then converts each figure to milliseconds
         _ => format!(
             "total (min, med, max (stageId: taskId))\n{} ({}, {}, {} {task_info})",
@@ -306,6 +335,23 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn the_aggregated_text_is_the_text(
+            kind in proptest::sample::select(MetricKind::ALL.to_vec()),
+            raw in proptest::collection::vec((-5_i64..5_000_000, proptest::option::of(0_u64..50)), 0..12),
+        ) {
+            let values: Vec<TaskValue> = raw
+                .iter()
+                .map(|&(value, task)| TaskValue {
+                    task: task.map(|task_id| TaskRef { stage_id: 1, stage_attempt: 0, task_id, partition: 0 }),
+                    value,
+                })
+                .collect();
+            let agg = Aggregate::of(kind, &values);
+            prop_assert_eq!(spark_string_aggregated(kind, &values, &agg), spark_string(kind, &values));
+            prop_assert_eq!(spark_string_naming(kind, &values, agg.max_task), spark_string(kind, &values));
+        }
+
         #[test]
         fn aggregate_invariants(values in proptest::collection::vec(-1_i64..1_000_000, 0..64)) {
             let tasks: Vec<_> = values.iter().enumerate().map(|(i, &v)| task(1, i as u64, v)).collect();

@@ -12,6 +12,7 @@ use std::marker::PhantomData;
 
 use qprof_core::advice::{Finding, advise};
 use qprof_core::executor_memory::MemorySample;
+use qprof_core::metric::spark_string_aggregated;
 use qprof_core::profile::{
     FunctionProfile, NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskProfile,
 };
@@ -398,7 +399,10 @@ impl From<&NodeMetric> for MetricJson {
             median: spread.as_ref().map(|a| a.median),
             max: spread.as_ref().map(|a| a.max),
             max_task_id: spread.and_then(|a| a.max_task).map(|t| t.task_id),
-            spark: m.spark_string(),
+            spark: match &spread {
+                Some(a) => spark_string_aggregated(m.kind, &m.tasks, a),
+                None => m.spark_string(),
+            },
         }
     }
 }
