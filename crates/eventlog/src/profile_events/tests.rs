@@ -1,3 +1,5 @@
+//! Checks that a query's events are written as Spark writes them, key order included.
+
 use super::*;
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
 use qprof_core::profile::{NodeMetric, ProfileNode};
