@@ -19,30 +19,25 @@
 //! # }
 //! ```
 
-use std::pin::Pin;
+mod outcome;
+mod queries;
+mod stream;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::error::DataFusionError;
-use datafusion::execution::memory_pool::{MemoryLimit, MemoryPool};
 use datafusion::execution::runtime_env::RuntimeEnv;
-use datafusion::execution::{
-    RecordBatchStream, SendableRecordBatchStream, SessionStateBuilder, TaskContext,
-};
+use datafusion::execution::{SessionStateBuilder, TaskContext};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::{ExecutionPlan, collect, execute_stream};
-use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
-use futures::Stream;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::SessionConfig;
 use qprof_core::call_site::timer_costs;
 use qprof_core::clock::epoch_millis;
-use qprof_core::events::{
-    AppEnd, AppInfo, Event, EventBus, Listener, ListenerFailure, QueryEnd, QueryStart,
-};
-use qprof_core::profile::{MemoryPoolUsage, QueryProfile};
+use qprof_core::events::{AppEnd, AppInfo, Event, EventBus, Listener, ListenerFailure};
+use qprof_core::executor_memory::MemorySample;
+use qprof_core::profile::QueryProfile;
 
 use crate::collect::{PlanReadings, QueryInfo, RunIds, collect_profile, read_plan};
 use crate::executor_memory::{DEFAULT_HEARTBEAT, MemoryMonitor};
@@ -54,91 +49,10 @@ use crate::read_cache::ReadCache;
 use crate::rule::ProfilingRule;
 use crate::spawn::install_spawn_attribution;
 use crate::spill::counting_disk_manager;
-use qprof_core::executor_memory::MemorySample;
 
-/// Errors of running a profiled query.
-#[derive(Debug, thiserror::Error)]
-pub enum ProfileError {
-    /// Planning or execution failed in DataFusion. Shown as the root cause on one line;
-    /// DataFusion's wrapping layers (which repeat it) are not a `source`.
-    #[error("{}", error_line(.0))]
-    DataFusion(DataFusionError),
-    /// A stream's batch failed; the error itself went to the stream's reader.
-    #[error("{0}")]
-    Stream(String),
-}
-
-impl From<DataFusionError> for ProfileError {
-    fn from(err: DataFusionError) -> Self {
-        ProfileError::DataFusion(err)
-    }
-}
-
-/// A DataFusion error as one line: its root cause (DataFusion nests the same cause in
-/// layers that each repeat it), a parser error by its own message, no backtrace.
-pub fn error_line(err: &DataFusionError) -> String {
-    use datafusion::sql::sqlparser::parser::ParserError;
-    let root = err.find_root();
-    let text = match root {
-        DataFusionError::SQL(parse, _) => match parse.as_ref() {
-            ParserError::ParserError(m) | ParserError::TokenizerError(m) => {
-                format!("SQL error: {m}")
-            }
-            other => format!("SQL error: {other}"),
-        },
-        other => other.strip_backtrace(),
-    };
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// A query's result and its profile.
-#[derive(Debug)]
-pub struct ProfiledQuery {
-    /// The result batches.
-    pub batches: Vec<RecordBatch>,
-    /// The executed (wrapped) physical plan.
-    pub plan: Arc<dyn ExecutionPlan>,
-    /// The profile.
-    pub profile: QueryProfile,
-}
-
-/// A query that failed, with what is known about it. Shown as its error.
-#[derive(Debug, thiserror::Error)]
-#[error("{error}")]
-pub struct QueryFailure {
-    /// Why it failed.
-    pub error: ProfileError,
-    /// The profile up to the failure, if the query was planned.
-    pub profile: Option<Box<QueryProfile>>,
-    /// When the query started, epoch ms.
-    pub start_epoch_millis: u64,
-}
-
-/// The executed plan as indented text (the same text as DataFusion's EXPLAIN shows).
-pub fn plan_text(plan: &Arc<dyn ExecutionPlan>) -> String {
-    datafusion::physical_plan::displayable(plan.as_ref())
-        .indent(true)
-        .to_string()
-}
-
-/// One line of a query's text for descriptions: its first line that is not a comment,
-/// shortened to 80 characters.
-pub fn describe_sql(sql: &str) -> String {
-    let line = sql
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty() && !l.starts_with("--"))
-        .unwrap_or("");
-    let mut text: String = line.chars().take(80).collect();
-    if line.chars().count() > 80 {
-        text.push('…');
-    }
-    text
-}
+pub use outcome::{ProfileError, ProfiledQuery, QueryFailure, describe_sql, error_line, plan_text};
+use queries::Started;
+pub use stream::QueryStream;
 
 /// qprof for one application: instruments session builders, runs queries with their
 /// profiles, and tells its listeners (an event log, live state, …) what happened.
@@ -542,224 +456,6 @@ impl Profiler {
     fn next_query_id(&self) -> usize {
         self.shared.next_query.fetch_add(1, Ordering::Relaxed)
     }
-
-    /// Plans and runs `sql` in `ctx`; the query gets the next id of the profiler and is
-    /// described by its first line.
-    ///
-    /// # Errors
-    /// Fails if DataFusion cannot plan or execute the statement; the failure carries the
-    /// partial profile when the statement was planned.
-    pub async fn run_sql(
-        &self,
-        ctx: &SessionContext,
-        sql: &str,
-    ) -> Result<ProfiledQuery, QueryFailure> {
-        let id = self.next_query_id();
-        self.run_sql_as(ctx, id, &describe_sql(sql), sql).await
-    }
-
-    /// Plans and runs `sql` in `ctx` as query `id`, described as `description`. The id is
-    /// the caller's: the profiler does not check it against the ids it hands out.
-    ///
-    /// # Errors
-    /// As [`Profiler::run_sql`].
-    pub async fn run_sql_as(
-        &self,
-        ctx: &SessionContext,
-        id: usize,
-        description: &str,
-        sql: &str,
-    ) -> Result<ProfiledQuery, QueryFailure> {
-        let started = self.begin(id, description, sql);
-        let planned = async {
-            let frame = ctx.sql(sql).await?;
-            plan(frame).await
-        }
-        .await;
-        self.collect_planned(started, planned).await
-    }
-
-    /// Runs `frame` (any DataFrame, built with SQL or the DataFrame API); the query gets the
-    /// next id and is described as `description`, its text being the logical plan.
-    ///
-    /// # Errors
-    /// As [`Profiler::run_sql`].
-    pub async fn run(
-        &self,
-        frame: DataFrame,
-        description: &str,
-    ) -> Result<ProfiledQuery, QueryFailure> {
-        let started = self.begin_frame(&frame, description);
-        self.collect_planned(started, plan(frame).await).await
-    }
-
-    /// Starts `frame` and returns its batches as a stream; the profile is taken, and the
-    /// query's end posted, when the stream ends, fails or is dropped.
-    ///
-    /// # Errors
-    /// Fails if the frame cannot be planned or started.
-    pub async fn execute_stream(
-        &self,
-        frame: DataFrame,
-        description: &str,
-    ) -> Result<QueryStream, QueryFailure> {
-        let mut started = self.begin_frame(&frame, description);
-        let stream = match plan(frame).await {
-            Ok((plan, task_ctx)) => {
-                match execute_stream(Arc::clone(&plan), Arc::clone(&task_ctx)) {
-                    Ok(stream) => {
-                        self.track(&mut started, &plan, &task_ctx);
-                        Ok((plan, stream))
-                    }
-                    Err(e) => Err((e, Some(plan))),
-                }
-            }
-            Err(e) => Err((e, None)),
-        };
-        match stream {
-            Ok((plan, inner)) => Ok(QueryStream {
-                inner,
-                plan,
-                started: Some(started),
-                rows: 0,
-                profiler: self.clone(),
-                profile: None,
-            }),
-            Err((error, plan)) => Err(self
-                .end(started, plan.as_ref(), 0, Some(error.into()))
-                .failure()),
-        }
-    }
-
-    /// Starts a query of `frame`, whose text is its logical plan, under the next id.
-    fn begin_frame(&self, frame: &DataFrame, description: &str) -> Started {
-        let text = frame.logical_plan().display_indent().to_string();
-        self.begin(self.next_query_id(), description, &text)
-    }
-
-    fn begin(&self, id: usize, description: &str, text: &str) -> Started {
-        if !self.shared.bus.started() {
-            self.start(app_info(None));
-        }
-        let started = Started {
-            id,
-            description: description.to_string(),
-            text: text.to_string(),
-            clock: Instant::now(),
-            start_epoch_millis: epoch_millis(),
-            pool: None,
-        };
-        self.shared.bus.post(&Event::QueryStart(QueryStart {
-            id,
-            description: started.description.clone(),
-            text: started.text.clone(),
-            start_epoch_millis: started.start_epoch_millis,
-        }));
-        started
-    }
-
-    async fn collect_planned(
-        &self,
-        mut started: Started,
-        planned: Result<Planned, DataFusionError>,
-    ) -> Result<ProfiledQuery, QueryFailure> {
-        let (plan, task_ctx) = match planned {
-            Ok(p) => p,
-            Err(e) => return Err(self.end(started, None, 0, Some(e.into())).failure()),
-        };
-        self.track(&mut started, &plan, &task_ctx);
-        let outcome = collect(Arc::clone(&plan), task_ctx).await;
-        let rows = outcome.as_ref().map_or(0, |batches| {
-            batches.iter().map(|b| b.num_rows() as u64).sum()
-        });
-        match outcome {
-            Ok(batches) => {
-                let ended = self.end(started, Some(&plan), rows, None);
-                match ended.profile {
-                    Some(profile) => Ok(ProfiledQuery {
-                        batches,
-                        plan,
-                        profile,
-                    }),
-                    None => Err(ended.failure()),
-                }
-            }
-            Err(e) => Err(self
-                .end(started, Some(&plan), rows, Some(e.into()))
-                .failure()),
-        }
-    }
-
-    /// Ends a query: takes its profile (when it was planned) and posts its end.
-    fn end(
-        &self,
-        started: Started,
-        plan: Option<&Arc<dyn ExecutionPlan>>,
-        rows: u64,
-        error: Option<ProfileError>,
-    ) -> Ended {
-        let duration = started.clock.elapsed();
-        self.running().retain(|q| q.id != started.id);
-        let profile = plan.map(|plan| {
-            let mut profile = collect_profile(
-                plan,
-                QueryInfo {
-                    id: started.id,
-                    sql: started.text.clone(),
-                    rows,
-                    duration_nanos: u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX),
-                    start_epoch_millis: started.start_epoch_millis,
-                    ended: true,
-                    operator_texts: true,
-                    native_metrics: true,
-                },
-                &self.shared.ids,
-            );
-            profile.memory_pool = started.pool.as_ref().map(|pool| MemoryPoolUsage {
-                limit_bytes: match pool.memory_limit() {
-                    MemoryLimit::Finite(bytes) => Some(bytes as u64),
-                    MemoryLimit::Infinite | MemoryLimit::Unknown => None,
-                },
-                peak_bytes: pool
-                    .downcast_ref::<AttributingPool>()
-                    .map_or(0, |p| p.high_water() as u64),
-            });
-            if !self.shared.spawned_work_attributed {
-                profile.plan.info.push((
-                    "warning".to_string(),
-                    "work on spawned tasks is not attributed: another JoinSetTracer is installed"
-                        .to_string(),
-                ));
-            }
-            profile
-        });
-        let event = Event::QueryEnd(Box::new(QueryEnd {
-            id: started.id,
-            description: started.description,
-            text: started.text,
-            // rendering a plan costs as much as a third of collecting its profile: only
-            // for listeners
-            plan_text: plan
-                .filter(|_| self.shared.bus.has_listeners())
-                .map(plan_text)
-                .unwrap_or_default(),
-            start_epoch_millis: started.start_epoch_millis,
-            end_epoch_millis: epoch_millis(),
-            profile,
-            error: error.as_ref().map(ToString::to_string),
-        }));
-        self.shared.bus.post(&event);
-        // the profile travelled by reference; it comes back out of the event
-        let profile = match event {
-            Event::QueryEnd(end) => end.profile,
-            _ => None,
-        };
-        Ended {
-            profile,
-            error,
-            start_epoch_millis: started.start_epoch_millis,
-        }
-    }
 }
 
 /// A running query as of a moment: what it is and what it did so far.
@@ -771,61 +467,6 @@ pub struct QuerySnapshot {
     pub plan_text: String,
     /// Its profile so far (see [`Profiler::snapshot`]).
     pub profile: QueryProfile,
-}
-
-/// What a query's end leaves for its caller.
-struct Ended {
-    profile: Option<QueryProfile>,
-    error: Option<ProfileError>,
-    start_epoch_millis: u64,
-}
-
-impl Ended {
-    /// The failure of a query that ended with an error.
-    fn failure(self) -> QueryFailure {
-        QueryFailure {
-            error: self.error.unwrap_or_else(|| {
-                ProfileError::DataFusion(DataFusionError::Internal(
-                    "query ended without an error".to_string(),
-                ))
-            }),
-            profile: self.profile.map(Box::new),
-            start_epoch_millis: self.start_epoch_millis,
-        }
-    }
-}
-
-/// A physical plan and the task context to run it in.
-type Planned = (Arc<dyn ExecutionPlan>, Arc<TaskContext>);
-
-/// The physical plan of `frame` and the task context to run it in.
-async fn plan(frame: DataFrame) -> Result<Planned, DataFusionError> {
-    let task_ctx = Arc::new(frame.task_ctx());
-    if let Some(options) = task_ctx
-        .session_config()
-        .options()
-        .extensions
-        .get::<QprofOptions>()
-        && let Some(updater) = qprof_core::periodic::PeriodicUpdater::process()
-    {
-        updater.set_period(std::time::Duration::from_millis(
-            options.counter_update_period_ms,
-        ));
-    }
-    let plan = frame.create_physical_plan().await?;
-    Ok((plan, task_ctx))
-}
-
-/// What is kept of a query between its start and its end.
-#[derive(Debug)]
-struct Started {
-    id: usize,
-    description: String,
-    text: String,
-    clock: Instant,
-    start_epoch_millis: u64,
-    /// The session's memory pool, once the query is planned (if it is qprof's).
-    pool: Option<Arc<dyn MemoryPool>>,
 }
 
 /// The application a session with `config` (DataFusion's defaults if `None`) is: the
@@ -846,78 +487,4 @@ fn app_info(config: Option<&SessionConfig>) -> AppInfo {
         .filter_map(|e| e.value.map(|v| (e.key, v)))
         .collect();
     app
-}
-
-/// The batches of a query started with [`Profiler::execute_stream`]. When it ends (or
-/// fails, or is dropped first), the profile is taken and the query's end posted.
-pub struct QueryStream {
-    inner: SendableRecordBatchStream,
-    plan: Arc<dyn ExecutionPlan>,
-    started: Option<Started>,
-    rows: u64,
-    profiler: Profiler,
-    profile: Option<QueryProfile>,
-}
-
-impl std::fmt::Debug for QueryStream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("QueryStream")
-            .field("rows", &self.rows)
-            .field("ended", &self.started.is_none())
-            .finish_non_exhaustive()
-    }
-}
-
-impl QueryStream {
-    /// The executed plan.
-    pub fn plan(&self) -> &Arc<dyn ExecutionPlan> {
-        &self.plan
-    }
-
-    /// The profile, once the stream ended.
-    pub fn profile(&self) -> Option<&QueryProfile> {
-        self.profile.as_ref()
-    }
-
-    fn finish(&mut self, error: Option<ProfileError>) {
-        if let Some(started) = self.started.take() {
-            self.profile = self
-                .profiler
-                .end(started, Some(&self.plan), self.rows, error)
-                .profile;
-        }
-    }
-}
-
-impl Stream for QueryStream {
-    type Item = datafusion::error::Result<RecordBatch>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = &mut *self;
-        if this.started.is_none() {
-            return Poll::Ready(None);
-        }
-        let next = this.inner.as_mut().poll_next(cx);
-        match &next {
-            Poll::Ready(Some(Ok(batch))) => this.rows += batch.num_rows() as u64,
-            Poll::Ready(Some(Err(e))) => this.finish(Some(ProfileError::Stream(error_line(e)))),
-            Poll::Ready(None) => this.finish(None),
-            Poll::Pending => {}
-        }
-        next
-    }
-}
-
-impl RecordBatchStream for QueryStream {
-    fn schema(&self) -> SchemaRef {
-        self.inner.schema()
-    }
-}
-
-impl Drop for QueryStream {
-    fn drop(&mut self) {
-        self.finish(Some(ProfileError::Stream(
-            "cancelled: the stream was dropped before its end".to_string(),
-        )));
-    }
 }

@@ -1,0 +1,265 @@
+//! The profile as text: a header line, the indented operator tree with each operator's
+//! share of CPU and its phase, spill, dynamic-filter and I/O lines, and the top operators.
+
+use std::fmt::Write as _;
+
+use super::*;
+use crate::format;
+
+impl QueryProfile {
+    /// Operators sorted by self CPU time, largest first.
+    pub fn top_by_self_cpu(&self) -> Vec<&ProfileNode> {
+        let mut nodes: Vec<&ProfileNode> = self.plan.iter().collect();
+        nodes.sort_by_key(|n| std::cmp::Reverse(n.value(names::SELF_CPU_NANOS).unwrap_or(0)));
+        nodes
+    }
+
+    /// Renders the profile as text: a header line, the operator tree with each operator's
+    /// share of the query's CPU, and the `top` operators by self CPU time.
+    pub fn render_text(&self, top: usize) -> String {
+        let total_self_cpu: i64 = self
+            .plan
+            .iter()
+            .filter_map(|n| n.value(names::SELF_CPU_NANOS))
+            .sum();
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "query {}: {} row{} in {}, operator cpu {}, {} stage{}",
+            self.id,
+            format::integer(self.rows as i64),
+            if self.rows == 1 { "" } else { "s" },
+            format::human_nanos(self.duration_nanos),
+            format::human_nanos(total_self_cpu.max(0) as u64),
+            self.stages.len(),
+            if self.stages.len() == 1 { "" } else { "s" },
+        );
+        render_node(&self.plan, 0, total_self_cpu, &mut out);
+        if top > 0 {
+            let _ = writeln!(out, "top operators by self cpu:");
+            for node in self.top_by_self_cpu().into_iter().take(top) {
+                let self_cpu = node.value(names::SELF_CPU_NANOS).unwrap_or(0);
+                let _ = writeln!(
+                    out,
+                    "  {:>5}  {:>10}  #{} {}",
+                    percent(self_cpu, total_self_cpu),
+                    format::human_nanos(self_cpu.max(0) as u64),
+                    node.id,
+                    node.name
+                );
+            }
+        }
+        out
+    }
+}
+
+fn percent(part: i64, whole: i64) -> String {
+    if whole <= 0 {
+        return "-".to_string();
+    }
+    format!("{:.1}%", part as f64 * 100.0 / whole as f64)
+}
+
+fn render_node(node: &ProfileNode, depth: usize, total_self_cpu: i64, out: &mut String) {
+    let indent = "  ".repeat(depth);
+    let v = |name| node.value(name).unwrap_or(0);
+    let stage = node
+        .stage_id
+        .map(|s| format!(" [stage {s}]"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "{indent}#{} {}{stage}  self cpu {} ({})  cpu {}  rows {}  batches {}  peak mem {}",
+        node.id,
+        node.name,
+        format::human_nanos(v(names::SELF_CPU_NANOS).max(0) as u64),
+        percent(v(names::SELF_CPU_NANOS), total_self_cpu),
+        format::human_nanos(v(names::CPU_NANOS).max(0) as u64),
+        format::integer(v(names::OUTPUT_ROWS)),
+        format::integer(v(names::OUTPUT_VECTORS)),
+        format::bytes(v(names::PEAK_MEMORY_BYTES)),
+    );
+    let display = node.display.trim();
+    if !display.is_empty() && display != node.name {
+        let _ = writeln!(out, "{indent}   {}", truncate(display, 110));
+    }
+    render_io(node, &indent, out);
+    render_join_phases(node, &indent, out);
+    render_spill(node, &indent, out);
+    render_dynamic_filters(node, &indent, out);
+    for f in &node.functions {
+        let estimated = |yes: bool| if yes { "~" } else { "" };
+        let _ = writeln!(
+            out,
+            "{indent}   fn {}  cpu {}{}  wall {}{}  rows {}  vectors {}  {}",
+            truncate(&f.expression, 70),
+            estimated(f.cpu_extrapolated),
+            format::human_nanos(f.cpu_nanos),
+            estimated(f.wall_extrapolated),
+            format::human_nanos(f.wall_nanos),
+            format::integer(f.rows as i64),
+            format::integer(f.vectors as i64),
+            f.mode,
+        );
+    }
+    for child in &node.children {
+        render_node(child, depth + 1, total_self_cpu, out);
+    }
+}
+
+/// The phase line of a join: per phase, the rows its input gave, its own time, its peak
+/// memory and what it spilled, where measured.
+fn render_join_phases(node: &ProfileNode, indent: &str, out: &mut String) {
+    let Some((build, probe)) = names::JOIN_PHASE_PREFIXES
+        .iter()
+        .find(|(build, _)| node.value(&format!("{build}InputRows")).is_some())
+    else {
+        return;
+    };
+    let phase = |prefix: &str| {
+        let v = |suffix: &str| node.value(&format!("{prefix}{suffix}"));
+        let mut parts = vec![format!(
+            "{} rows in",
+            format::integer(v("InputRows").unwrap_or(0))
+        )];
+        if let Some(wall) = v("WallNanos") {
+            parts.push(format!("own {}", format::human_nanos(wall.max(0) as u64)));
+        }
+        if let Some(peak) = v("PeakMemoryBytes") {
+            parts.push(format!("peak {}", format::bytes(peak)));
+        }
+        if let Some(spilled) = v("SpilledBytes").filter(|b| *b > 0) {
+            parts.push(format!("spilled {}", format::bytes(spilled)));
+        }
+        format!("{}: {}", format::camel_words(prefix), parts.join(", "))
+    };
+    let _ = writeln!(out, "{indent}   {}  |  {}", phase(build), phase(probe));
+}
+
+/// The spill line of an operator that wrote spill files: what it wrote, in how many of
+/// its partitions, and what it read back.
+fn render_spill(node: &ProfileNode, indent: &str, out: &mut String) {
+    let files = node.value(names::SPILL_FILES_CREATED).unwrap_or(0);
+    if files <= 0 {
+        return;
+    }
+    let v = |name| node.value(name).unwrap_or(0);
+    let nanos = |name| format::human_nanos(v(name).max(0) as u64);
+    let _ = writeln!(
+        out,
+        "{indent}   spill  wrote {} ({} rows) to {} file{} from {} partition{} in {}  read back {} in {}",
+        format::bytes(v(names::SPILL_WRITTEN_BYTES)),
+        format::integer(v(names::SPILL_WRITTEN_ROWS)),
+        format::integer(files),
+        plural(files),
+        format::integer(v(names::SPILLED_PARTITIONS)),
+        plural(v(names::SPILLED_PARTITIONS)),
+        nanos(names::SPILL_WRITE_NANOS),
+        format::bytes(v(names::SPILL_READ_BYTES)),
+        nanos(names::SPILL_READ_NANOS),
+    );
+}
+
+/// The dynamic-filter line of an operator that produced or accepted dynamic filters.
+fn render_dynamic_filters(node: &ProfileNode, indent: &str, out: &mut String) {
+    let mut parts = Vec::new();
+    if let Some(produced) = node
+        .value(names::DYNAMIC_FILTERS_PRODUCED)
+        .filter(|n| *n > 0)
+    {
+        parts.push(format!(
+            "produced {}, updated {} time{}",
+            format::integer(produced),
+            format::integer(node.value(names::DYNAMIC_FILTER_UPDATES).unwrap_or(0)),
+            plural(node.value(names::DYNAMIC_FILTER_UPDATES).unwrap_or(0)),
+        ));
+    }
+    if let Some(accepted) = node
+        .value(names::DYNAMIC_FILTERS_ACCEPTED)
+        .filter(|n| *n > 0)
+    {
+        let from = node
+            .info
+            .iter()
+            .find(|(k, _)| k == names::DYNAMIC_FILTER_PRODUCERS)
+            .map(|(_, producers)| format!(" from {producers}"))
+            .unwrap_or_default();
+        parts.push(format!("accepted {}{from}", format::integer(accepted)));
+        if let Some(rows) = node.value(names::REPLACED_WITH_DYNAMIC_FILTER_ROWS) {
+            parts.push(format!("{} rows not read", format::integer(rows)));
+        }
+    }
+    if !parts.is_empty() {
+        let _ = writeln!(out, "{indent}   dynamic filters  {}", parts.join(", "));
+    }
+}
+
+fn plural(n: i64) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// The I/O lines of an operator that touched storage: reads with their tiers, time and
+/// concurrency; pruning; writes.
+fn render_io(node: &ProfileNode, indent: &str, out: &mut String) {
+    let v = |name| node.value(name).unwrap_or(0);
+    let nanos = |name| format::human_nanos(v(name).max(0) as u64);
+    if node.value(names::READ_REQUESTS).is_some() {
+        let buckets = node
+            .info
+            .iter()
+            .find(|(k, _)| k == names::READ_CONCURRENCY_BUCKET)
+            .map(|(_, b)| format!(" [{b}]"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "{indent}   read {} in {} request{} (storage {}, local {}, ram {})  read time {}  io wait {}  concurrency {}{buckets}",
+            format::bytes(v(names::READ_BYTES)),
+            format::integer(v(names::READ_REQUESTS)),
+            plural(v(names::READ_REQUESTS)),
+            format::bytes(v(names::STORAGE_READ_BYTES)),
+            format::bytes(v(names::LOCAL_READ_BYTES)),
+            format::bytes(v(names::RAM_READ_BYTES)),
+            nanos(names::DATA_SOURCE_READ_NANOS),
+            nanos(names::IO_WAIT_NANOS),
+            format::average(v(names::AVERAGE_READ_CONCURRENCY)),
+        );
+    }
+    let pruning: Vec<String> = [
+        ("splits", "skippedSplits", "processedSplits"),
+        ("row groups", "skippedStrides", "processedStrides"),
+    ]
+    .iter()
+    .filter_map(|(what, skipped, processed)| {
+        let (s, p) = (node.value(skipped)?, node.value(processed)?);
+        Some(format!(
+            "{what} {} skipped, {} kept",
+            format::integer(s),
+            format::integer(p)
+        ))
+    })
+    .collect();
+    if !pruning.is_empty() {
+        let _ = writeln!(out, "{indent}   pruning  {}", pruning.join("  "));
+    }
+    if node.value(names::WRITE_REQUESTS).is_some() {
+        let _ = writeln!(
+            out,
+            "{indent}   wrote {} in {} file{} ({} requests)  write io {}",
+            format::bytes(v(names::PHYSICAL_WRITTEN_BYTES)),
+            format::integer(v(names::WRITTEN_FILES)),
+            plural(v(names::WRITTEN_FILES)),
+            format::integer(v(names::WRITE_REQUESTS)),
+            nanos(names::WRITE_IO_NANOS),
+        );
+    }
+}
+
+fn truncate(s: &str, max_chars: usize) -> String {
+    if s.chars().count() <= max_chars {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(max_chars.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
