@@ -163,7 +163,6 @@ fn diff_compares_two_runs_and_fails_on_a_regression_when_asked() {
         &qprof(&["diff", &path(&first), &path(&second), "--threshold", "lots"]),
         "not a percentage",
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -229,5 +228,4 @@ fn trace_out_writes_a_chrome_trace_whose_spans_nest_per_track() {
     let total: usize = spans.values().map(Vec::len).sum();
     assert_eq!(total, tasks + 1);
     assert!(tasks >= 2);
-    let _ = std::fs::remove_dir_all(&dir);
 }

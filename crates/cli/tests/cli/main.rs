@@ -5,16 +5,39 @@ mod insights;
 mod sql;
 mod tpch;
 
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
-/// The `qprof` binary, run in a working directory of its own.
+/// The working directory the binary runs in: one per test process, kept out of the tree
+/// because runs write their event logs under it. Made once, after removing the ones of
+/// earlier test processes that are gone.
+fn working_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let tmp = std::env::temp_dir();
+        if let Ok(entries) = std::fs::read_dir(&tmp) {
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let pid = name.to_str().and_then(|n| n.strip_prefix("qprof-cli-cwd-"));
+                if let Some(pid) = pid.filter(|p| p.parse::<u32>().is_ok())
+                    && !Path::new("/proc").join(pid).exists()
+                {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
+            }
+        }
+        let dir = tmp.join(format!("qprof-cli-cwd-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    })
+}
+
+/// The `qprof` binary, run in [`working_dir`].
 fn command() -> Command {
-    // runs write their event logs under the working directory: keep them out of the tree
-    let cwd = std::env::temp_dir().join(format!("qprof-cli-cwd-{}", std::process::id()));
-    std::fs::create_dir_all(&cwd).unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_qprof"));
-    command.current_dir(cwd);
+    command.current_dir(working_dir());
     command
 }
 
@@ -31,11 +54,24 @@ fn qprof_in_tmp(tmp: &Path, args: &[&str]) -> Output {
         .expect("qprof starts")
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("qprof-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A test's scratch directory, removed when the test ends, whether it passed or failed.
+struct Scratch(tempfile::TempDir);
+
+impl Deref for Scratch {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
+    Scratch(
+        tempfile::Builder::new()
+            .prefix(&format!("qprof-cli-{name}-"))
+            .tempdir()
+            .unwrap(),
+    )
 }
 
 fn csv_table(dir: &Path) -> PathBuf {

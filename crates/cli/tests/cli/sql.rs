@@ -239,5 +239,4 @@ fn a_read_cache_serves_repeated_scans_from_ram_then_later_runs_from_disk() {
     assert_eq!(storage, [0]);
     assert!(local[0] > 0, "{local:?}");
     assert_eq!(local[0] + ram[0], read[0]);
-    let _ = std::fs::remove_dir_all(&dir);
 }
