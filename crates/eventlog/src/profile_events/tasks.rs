@@ -64,57 +64,167 @@ pub(super) fn task_figures(
     f
 }
 
+/// Spark's `Task Metrics` of a task: what qprof measures in its slots, 0 in the JVM's.
+#[derive(Debug, Serialize)]
+pub(super) struct TaskMetrics {
+    #[serde(rename = "Executor Deserialize Time")]
+    deserialize_time: i64,
+    #[serde(rename = "Executor Deserialize CPU Time")]
+    deserialize_cpu_time: i64,
+    #[serde(rename = "Executor Run Time")]
+    run_time_millis: i64,
+    #[serde(rename = "Executor CPU Time")]
+    cpu_time_nanos: i64,
+    #[serde(rename = "Peak Execution Memory")]
+    peak_execution_memory: i64,
+    #[serde(rename = "Peak On Heap Execution Memory")]
+    peak_on_heap_execution_memory: i64,
+    #[serde(rename = "Peak Off Heap Execution Memory")]
+    peak_off_heap_execution_memory: i64,
+    #[serde(rename = "Result Size")]
+    result_size: i64,
+    #[serde(rename = "JVM GC Time")]
+    gc_time: i64,
+    #[serde(rename = "Result Serialization Time")]
+    result_serialization_time: i64,
+    #[serde(rename = "Memory Bytes Spilled")]
+    memory_bytes_spilled: i64,
+    #[serde(rename = "Disk Bytes Spilled")]
+    disk_bytes_spilled: i64,
+    #[serde(rename = "Shuffle Read Metrics")]
+    shuffle_read: ShuffleReadMetrics,
+    #[serde(rename = "Shuffle Write Metrics")]
+    shuffle_write: ShuffleWriteMetrics,
+    #[serde(rename = "Input Metrics")]
+    input: InputMetrics,
+    #[serde(rename = "Output Metrics")]
+    output: OutputMetrics,
+    #[serde(rename = "Updated Blocks")]
+    updated_blocks: [(); 0],
+}
+
+/// Spark's `Shuffle Read Metrics`: a stage's reads of its parents' output are local.
+#[derive(Debug, Serialize)]
+struct ShuffleReadMetrics {
+    #[serde(rename = "Remote Blocks Fetched")]
+    remote_blocks_fetched: i64,
+    #[serde(rename = "Local Blocks Fetched")]
+    local_blocks_fetched: i64,
+    #[serde(rename = "Fetch Wait Time")]
+    fetch_wait_time: i64,
+    #[serde(rename = "Remote Bytes Read")]
+    remote_bytes_read: i64,
+    #[serde(rename = "Remote Bytes Read To Disk")]
+    remote_bytes_read_to_disk: i64,
+    #[serde(rename = "Local Bytes Read")]
+    local_bytes_read: i64,
+    #[serde(rename = "Total Records Read")]
+    total_records_read: i64,
+    #[serde(rename = "Remote Requests Duration")]
+    remote_requests_duration: i64,
+    #[serde(rename = "Push Based Shuffle")]
+    push_based: PushBasedShuffle,
+}
+
+/// Spark's push-based shuffle counters, which qprof has no counterpart of.
+#[derive(Debug, Default, Serialize)]
+struct PushBasedShuffle {
+    #[serde(rename = "Corrupt Merged Block Chunks")]
+    corrupt_merged_block_chunks: i64,
+    #[serde(rename = "Merged Fetch Fallback Count")]
+    merged_fetch_fallback_count: i64,
+    #[serde(rename = "Merged Remote Blocks Fetched")]
+    merged_remote_blocks_fetched: i64,
+    #[serde(rename = "Merged Local Blocks Fetched")]
+    merged_local_blocks_fetched: i64,
+    #[serde(rename = "Merged Remote Chunks Fetched")]
+    merged_remote_chunks_fetched: i64,
+    #[serde(rename = "Merged Local Chunks Fetched")]
+    merged_local_chunks_fetched: i64,
+    #[serde(rename = "Merged Remote Bytes Read")]
+    merged_remote_bytes_read: i64,
+    #[serde(rename = "Merged Local Bytes Read")]
+    merged_local_bytes_read: i64,
+    #[serde(rename = "Merged Remote Requests Duration")]
+    merged_remote_requests_duration: i64,
+}
+
+/// Spark's `Shuffle Write Metrics`.
+#[derive(Debug, Serialize)]
+struct ShuffleWriteMetrics {
+    #[serde(rename = "Shuffle Bytes Written")]
+    bytes_written: i64,
+    #[serde(rename = "Shuffle Write Time")]
+    write_time: i64,
+    #[serde(rename = "Shuffle Records Written")]
+    records_written: i64,
+}
+
+/// Spark's `Input Metrics`.
+#[derive(Debug, Serialize)]
+struct InputMetrics {
+    #[serde(rename = "Bytes Read")]
+    bytes_read: i64,
+    #[serde(rename = "Records Read")]
+    records_read: i64,
+}
+
+/// Spark's `Output Metrics`.
+#[derive(Debug, Serialize)]
+struct OutputMetrics {
+    #[serde(rename = "Bytes Written")]
+    bytes_written: i64,
+    #[serde(rename = "Records Written")]
+    records_written: i64,
+}
+
 /// Spark's `Task Metrics` of `task`.
-pub(super) fn task_metrics(task: &TaskProfile, f: &TaskFigures, result_task: bool) -> Value {
+pub(super) fn task_metrics(task: &TaskProfile, f: &TaskFigures, result_task: bool) -> TaskMetrics {
     let v = |name: &str| task.value(name).unwrap_or(0);
     let (shuffle_bytes, shuffle_rows) = if result_task {
         (0, 0)
     } else {
         (f.output_bytes, f.output_rows)
     };
-    json!({
-        "Executor Deserialize Time": 0,
-        "Executor Deserialize CPU Time": 0,
-        "Executor Run Time": v(names::WALL_NANOS) / 1_000_000,
-        "Executor CPU Time": v(names::CPU_NANOS),
-        "Peak Execution Memory": v(names::PEAK_MEMORY_BYTES),
-        "Peak On Heap Execution Memory": 0,
-        "Peak Off Heap Execution Memory": v(names::PEAK_MEMORY_BYTES),
-        "Result Size": if result_task { f.output_bytes } else { 0 },
-        "JVM GC Time": 0,
-        "Result Serialization Time": 0,
-        "Memory Bytes Spilled": 0,
-        "Disk Bytes Spilled": f.spilled_bytes,
-        "Shuffle Read Metrics": {
-            "Remote Blocks Fetched": 0,
-            "Local Blocks Fetched": 0,
-            "Fetch Wait Time": 0,
-            "Remote Bytes Read": 0,
-            "Remote Bytes Read To Disk": 0,
-            "Local Bytes Read": f.shuffle_read_bytes,
-            "Total Records Read": f.shuffle_read_rows,
-            "Remote Requests Duration": 0,
-            "Push Based Shuffle": {
-                "Corrupt Merged Block Chunks": 0,
-                "Merged Fetch Fallback Count": 0,
-                "Merged Remote Blocks Fetched": 0,
-                "Merged Local Blocks Fetched": 0,
-                "Merged Remote Chunks Fetched": 0,
-                "Merged Local Chunks Fetched": 0,
-                "Merged Remote Bytes Read": 0,
-                "Merged Local Bytes Read": 0,
-                "Merged Remote Requests Duration": 0,
-            },
+    TaskMetrics {
+        deserialize_time: 0,
+        deserialize_cpu_time: 0,
+        run_time_millis: v(names::WALL_NANOS) / 1_000_000,
+        cpu_time_nanos: v(names::CPU_NANOS),
+        peak_execution_memory: v(names::PEAK_MEMORY_BYTES),
+        peak_on_heap_execution_memory: 0,
+        peak_off_heap_execution_memory: v(names::PEAK_MEMORY_BYTES),
+        result_size: if result_task { f.output_bytes } else { 0 },
+        gc_time: 0,
+        result_serialization_time: 0,
+        memory_bytes_spilled: 0,
+        disk_bytes_spilled: f.spilled_bytes,
+        shuffle_read: ShuffleReadMetrics {
+            remote_blocks_fetched: 0,
+            local_blocks_fetched: 0,
+            fetch_wait_time: 0,
+            remote_bytes_read: 0,
+            remote_bytes_read_to_disk: 0,
+            local_bytes_read: f.shuffle_read_bytes,
+            total_records_read: f.shuffle_read_rows,
+            remote_requests_duration: 0,
+            push_based: PushBasedShuffle::default(),
         },
-        "Shuffle Write Metrics": {
-            "Shuffle Bytes Written": shuffle_bytes,
-            "Shuffle Write Time": 0,
-            "Shuffle Records Written": shuffle_rows,
+        shuffle_write: ShuffleWriteMetrics {
+            bytes_written: shuffle_bytes,
+            write_time: 0,
+            records_written: shuffle_rows,
         },
-        "Input Metrics": {"Bytes Read": f.input_bytes, "Records Read": f.input_rows},
-        "Output Metrics": {"Bytes Written": 0, "Records Written": 0},
-        "Updated Blocks": [],
-    })
+        input: InputMetrics {
+            bytes_read: f.input_bytes,
+            records_read: f.input_rows,
+        },
+        output: OutputMetrics {
+            bytes_written: 0,
+            records_written: 0,
+        },
+        updated_blocks: [],
+    }
 }
 
 /// Spark's `Task End Reason`: success, or an `ExceptionFailure` carrying the error (its
@@ -261,5 +371,5 @@ pub struct TaskEnd {
     #[serde(rename = "Task Executor Metrics")]
     pub(super) executor_metrics: Value,
     #[serde(rename = "Task Metrics")]
-    pub(super) metrics: Value,
+    pub(super) metrics: TaskMetrics,
 }
