@@ -254,7 +254,11 @@ impl AppLog {
 
     /// Writes one event as one line.
     fn write(&mut self, event: &impl serde::Serialize) -> Result<(), EventLogError> {
-        let mut line = serde_json::to_vec(event)?;
+        self.write_line(serde_json::to_vec(event)?)
+    }
+
+    /// Writes one event's JSON text, `line`, and its newline.
+    fn write_line(&mut self, mut line: Vec<u8>) -> Result<(), EventLogError> {
         line.push(b'\n');
         if self.sink.is_none()
             || self.file_bytes + line.len() as u64 > self.roll_bytes && self.file_bytes > 0
@@ -327,7 +331,9 @@ impl AppLog {
     pub fn log_query(&mut self, query: &QueryRecord<'_>) -> Result<(), EventLogError> {
         let events = profile_events::query_events(query, &self.host, &mut self.ids);
         for event in &events {
-            self.write(event)?;
+            let mut line = Vec::new();
+            event.write_json(&mut line)?;
+            self.write_line(line)?;
         }
         if let Some(profile) = query.profile {
             self.peak_execution_memory = self.peak_execution_memory.max(peak_memory(profile));

@@ -19,7 +19,9 @@ use crate::spark::events;
 use sql::{Accumulators, plan_info, sql_end, sql_start, uuid_v4, with_function_metrics};
 use stages::{NodeIndex, executor_metrics, index, parent_stages, stage_info};
 pub use tasks::TaskEnd;
-use tasks::{Accumulable, Decimal, end_reason, task_figures, task_info, task_metrics};
+use tasks::{
+    StageAccumulables, end_reason, no_accumulables, task_figures, task_info, task_metrics,
+};
 
 /// Counters that keep ids unique within an application.
 #[derive(Debug, Default)]
@@ -61,8 +63,7 @@ fn put<const N: usize>(mut object: Value, values: [(&str, Value); N]) -> Value {
 }
 
 /// One event of a query's log, as Spark's JSON.
-#[derive(Debug, Serialize)]
-#[serde(untagged)]
+#[derive(Debug)]
 pub enum QueryEvent {
     /// An event built as a JSON value.
     Json(Value),
@@ -86,11 +87,28 @@ pub struct ProfileEvent {
 }
 
 impl QueryEvent {
+    /// Writes the event as one line of JSON text, without its newline.
+    ///
+    /// # Errors
+    /// Fails only if a value cannot be serialized, which none of qprof's can.
+    pub fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        match self {
+            QueryEvent::Json(v) => serde_json::to_writer(out, v),
+            QueryEvent::TaskEnd(end) => end.write_json(out),
+            QueryEvent::Profile(profile) => serde_json::to_writer(out, profile),
+        }
+    }
+
     /// The event as a JSON value.
     pub fn into_value(self) -> Value {
         match self {
             QueryEvent::Json(v) => v,
-            QueryEvent::TaskEnd(end) => serde_json::to_value(end).unwrap_or(Value::Null),
+            QueryEvent::TaskEnd(end) => {
+                let mut json = Vec::new();
+                end.write_json(&mut json)
+                    .and_then(|()| serde_json::from_slice(&json))
+                    .unwrap_or(Value::Null)
+            }
             QueryEvent::Profile(profile) => serde_json::to_value(profile).unwrap_or(Value::Null),
         }
     }
@@ -331,15 +349,15 @@ impl<'q> QueryEvents<'q> {
                 "Stage Attempt ID": 0,
                 "Task Info": null,
             });
-            let info = task_info(task, self.host, 0, false, Vec::new());
+            let info = task_info(task, self.host, 0, false, no_accumulables());
             out.push(QueryEvent::Json(put(
                 started,
-                [(
-                    "Task Info",
-                    serde_json::to_value(info).unwrap_or(Value::Null),
-                )],
+                [("Task Info", info.to_value().unwrap_or(Value::Null))],
             )));
         }
+        let accumulables = StageAccumulables::new(&self.nodes, stage, |node, metric| {
+            self.accs.get(node, metric)
+        });
         let mut stage_peak = 0;
         let mut all_ended = true;
         for task in &stage.tasks {
@@ -349,7 +367,7 @@ impl<'q> QueryEvents<'q> {
             }
             let peak = task.value(names::PEAK_MEMORY_BYTES).unwrap_or(0);
             stage_peak = stage_peak.max(peak);
-            out.push(self.task_end(stage, task, result_task, peak));
+            out.push(self.task_end(stage, task, &accumulables, result_task, peak));
         }
         if !all_ended {
             return out;
@@ -402,32 +420,10 @@ impl<'q> QueryEvents<'q> {
         &self,
         stage: &StageProfile,
         task: &TaskProfile,
+        accumulables: &StageAccumulables,
         result_task: bool,
         peak: i64,
     ) -> QueryEvent {
-        let mut accumulables = Vec::new();
-        for id in &stage.node_ids {
-            let Some(node) = self.nodes.get(id) else {
-                continue;
-            };
-            for m in &node.metrics {
-                if let Some(v) = m
-                    .tasks
-                    .iter()
-                    .find(|v| v.task.is_some_and(|t| t.task_id == task.task_id))
-                {
-                    accumulables.push(Accumulable {
-                        id: self.accs.get(node.id, &m.name),
-                        name: m.display_name.clone(),
-                        update: Decimal(v.value),
-                        value: Decimal(v.value),
-                        internal: true,
-                        count_failed_values: true,
-                        metadata: "sql",
-                    });
-                }
-            }
-        }
         let figures = task_figures(&self.nodes, stage, task);
         // the task's own execution peak, the other regions of its executor in the stage
         let executor_memory = task.executor.as_ref().and_then(|e| {
@@ -452,7 +448,13 @@ impl<'q> QueryEvents<'q> {
                 "ShuffleMapTask"
             },
             reason: end_reason(task.error.as_deref()),
-            info: task_info(task, self.host, finish, task.error.is_some(), accumulables),
+            info: task_info(
+                task,
+                self.host,
+                finish,
+                task.error.is_some(),
+                accumulables.of_task(task.task_id),
+            ),
             executor_metrics: executor_metrics(&task_memory),
             metrics: task_metrics(task, &figures, result_task),
         }))

@@ -1,6 +1,8 @@
 //! A task's part of a query's events: its info, its end with the SQL metric values of
 //! the task, and the task metrics Spark's pages read.
 
+use std::collections::HashMap;
+
 use qprof_core::profile::{ProfileNode, StageProfile, TaskProfile, names};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -284,37 +286,113 @@ pub(super) struct TaskInfo {
     failed: bool,
     #[serde(rename = "Killed")]
     killed: bool,
-    #[serde(rename = "Accumulables")]
-    accumulables: Vec<Accumulable>,
+    /// The `Accumulables` list as JSON text, written after the other members (see
+    /// [`TaskInfo::write_json`]).
+    #[serde(skip)]
+    accumulables: String,
 }
 
-/// One SQL metric's update in a task's `Accumulables`.
-#[derive(Debug, Serialize)]
-pub(super) struct Accumulable {
-    #[serde(rename = "ID")]
-    pub(super) id: i64,
-    #[serde(rename = "Name")]
-    pub(super) name: String,
-    #[serde(rename = "Update")]
-    pub(super) update: Decimal,
-    #[serde(rename = "Value")]
-    pub(super) value: Decimal,
-    #[serde(rename = "Internal")]
-    pub(super) internal: bool,
-    #[serde(rename = "Count Failed Values")]
-    pub(super) count_failed_values: bool,
-    #[serde(rename = "Metadata")]
-    pub(super) metadata: &'static str,
-}
-
-/// A number Spark writes as a JSON string.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Decimal(pub(super) i64);
-
-impl Serialize for Decimal {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(itoa::Buffer::new().format(self.0))
+impl TaskInfo {
+    /// Writes the task info as a JSON object: its members serialized, then its
+    /// accumulables as they were written for the task.
+    pub(super) fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        serde_json::to_writer(&mut *out, self)?;
+        // a struct serializes as an object: drop its closing brace to add the last member
+        debug_assert_eq!(out.last(), Some(&b'}'));
+        out.pop();
+        out.extend_from_slice(br#","Accumulables":"#);
+        out.extend_from_slice(self.accumulables.as_bytes());
+        out.push(b'}');
+        Ok(())
     }
+
+    /// The task info as a JSON value.
+    pub(super) fn to_value(&self) -> serde_json::Result<Value> {
+        let mut json = Vec::new();
+        self.write_json(&mut json)?;
+        serde_json::from_slice(&json)
+    }
+}
+
+/// The SQL metric updates of a stage's tasks, as each task's `Accumulables` list: one
+/// entry per operator metric with a value for the task, in the stage's operator order. What
+/// every task of the stage writes alike (a metric's id and escaped name) is written once.
+pub(super) struct StageAccumulables {
+    /// Each metric's entry up to its update: `{"ID":…,"Name":"…","Update":"`.
+    heads: Vec<String>,
+    /// Each task's (metric, value) pairs, in the metrics' order.
+    by_task: HashMap<u64, Vec<(usize, i64)>>,
+}
+
+/// What follows a metric's value in its entry: Spark's flags of a SQL metric.
+const ACCUMULABLE_TAIL: &str = r#"","Internal":true,"Count Failed Values":true,"Metadata":"sql"}"#;
+
+impl StageAccumulables {
+    /// The updates of `stage`'s tasks, whose metric `m` of node `n` has the id `id(n, m)`.
+    pub(super) fn new(
+        nodes: &NodeIndex<'_>,
+        stage: &StageProfile,
+        id: impl Fn(usize, &str) -> i64,
+    ) -> StageAccumulables {
+        let mut heads = Vec::new();
+        let mut by_task: HashMap<u64, Vec<(usize, i64)>> = HashMap::new();
+        for node_id in &stage.node_ids {
+            let Some(node) = nodes.get(node_id) else {
+                continue;
+            };
+            for m in &node.metrics {
+                let metric = heads.len();
+                let mut head = String::from(r#"{"ID":"#);
+                head.push_str(itoa::Buffer::new().format(id(node.id, &m.name)));
+                head.push_str(r#","Name":"#);
+                // a String always serializes
+                head.push_str(&serde_json::to_string(&m.display_name).unwrap_or_default());
+                head.push_str(r#","Update":""#);
+                heads.push(head);
+                for v in &m.tasks {
+                    let Some(task) = v.task else { continue };
+                    let values = by_task.entry(task.task_id).or_default();
+                    // a task's first value of a metric is its update
+                    if values.last().is_none_or(|(last, _)| *last != metric) {
+                        values.push((metric, v.value));
+                    }
+                }
+            }
+        }
+        StageAccumulables { heads, by_task }
+    }
+
+    /// The `Accumulables` of the task `task_id`: each value is both the update and the
+    /// value, written as a string, as Spark writes a SQL metric's.
+    pub(super) fn of_task(&self, task_id: u64) -> String {
+        let values = self.by_task.get(&task_id).map_or(&[][..], Vec::as_slice);
+        let mut json = String::with_capacity(
+            2 + values
+                .iter()
+                .map(|(m, _)| self.heads[*m].len() + ACCUMULABLE_TAIL.len() + 40)
+                .sum::<usize>(),
+        );
+        json.push('[');
+        let mut number = itoa::Buffer::new();
+        for (i, (metric, value)) in values.iter().enumerate() {
+            if i > 0 {
+                json.push(',');
+            }
+            let value = number.format(*value);
+            json.push_str(&self.heads[*metric]);
+            json.push_str(value);
+            json.push_str(r#"","Value":""#);
+            json.push_str(value);
+            json.push_str(ACCUMULABLE_TAIL);
+        }
+        json.push(']');
+        json
+    }
+}
+
+/// An empty `Accumulables` list, as a task's start has.
+pub(super) fn no_accumulables() -> String {
+    "[]".to_string()
 }
 
 /// Spark's `Task Info` of `task`, run on its executor (or the driver on `host`).
@@ -323,7 +401,7 @@ pub(super) fn task_info(
     host: &str,
     finish: i64,
     failed: bool,
-    accumulables: Vec<Accumulable>,
+    accumulables: String,
 ) -> TaskInfo {
     // a task of the local process ran on the driver; a cluster's, on its executor
     let (executor, host) = match &task.executor {
@@ -354,22 +432,43 @@ pub(super) fn task_info(
 
 /// Spark's task end event, written from its parts: a query's most numerous event, and
 /// with a value per metric of the stage its largest.
-#[derive(Debug, Serialize)]
+#[derive(Debug)]
 pub struct TaskEnd {
-    #[serde(rename = "Event")]
     pub(super) event: &'static str,
-    #[serde(rename = "Stage ID")]
     pub(super) stage_id: u32,
-    #[serde(rename = "Stage Attempt ID")]
     pub(super) stage_attempt_id: u32,
-    #[serde(rename = "Task Type")]
     pub(super) task_type: &'static str,
-    #[serde(rename = "Task End Reason")]
     pub(super) reason: Value,
-    #[serde(rename = "Task Info")]
     pub(super) info: TaskInfo,
-    #[serde(rename = "Task Executor Metrics")]
     pub(super) executor_metrics: Value,
-    #[serde(rename = "Task Metrics")]
     pub(super) metrics: TaskMetrics,
+}
+
+impl TaskEnd {
+    /// Writes the event as one JSON object, with Spark's keys in Spark's order.
+    pub(super) fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        /// Writes `"key":value` after `{` (the first member) or `,`.
+        fn member(
+            out: &mut Vec<u8>,
+            first: bool,
+            key: &str,
+            value: &impl Serialize,
+        ) -> serde_json::Result<()> {
+            out.push(if first { b'{' } else { b',' });
+            serde_json::to_writer(&mut *out, key)?;
+            out.push(b':');
+            serde_json::to_writer(&mut *out, value)
+        }
+        member(out, true, "Event", &self.event)?;
+        member(out, false, "Stage ID", &self.stage_id)?;
+        member(out, false, "Stage Attempt ID", &self.stage_attempt_id)?;
+        member(out, false, "Task Type", &self.task_type)?;
+        member(out, false, "Task End Reason", &self.reason)?;
+        out.extend_from_slice(br#","Task Info":"#);
+        self.info.write_json(out)?;
+        member(out, false, "Task Executor Metrics", &self.executor_metrics)?;
+        member(out, false, "Task Metrics", &self.metrics)?;
+        out.push(b'}');
+        Ok(())
+    }
 }

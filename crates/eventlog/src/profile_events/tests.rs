@@ -84,7 +84,11 @@ fn a_task_end_is_written_as_spark_writes_it() {
     let ends: Vec<Value> = events
         .iter()
         .filter(|e| matches!(e, QueryEvent::TaskEnd(_)))
-        .map(|e| serde_json::from_slice(&serde_json::to_vec(e).unwrap()).unwrap())
+        .map(|e| {
+            let mut line = Vec::new();
+            e.write_json(&mut line).unwrap();
+            serde_json::from_slice(&line).unwrap()
+        })
         .collect();
     assert_eq!(ends.len(), 1);
     let end = &ends[0];
@@ -194,4 +198,73 @@ fn plan_info_keeps_spark_key_order_and_every_level_of_the_tree() {
     assert_eq!(leaf["metrics"][0]["name"], "number of output rows");
     assert_eq!(leaf["metrics"][0]["accumulatorId"], 3);
     assert_eq!(leaf["children"], json!([]));
+}
+
+#[test]
+fn each_task_lists_its_own_metric_updates_with_names_escaped() {
+    let value = |task_id: u64, value: i64| TaskValue {
+        task: Some(TaskRef {
+            stage_id: 0,
+            stage_attempt: 0,
+            task_id,
+            partition: task_id as u32,
+        }),
+        value,
+    };
+    let mut scan = node(1, "DataSourceExec", vec![]);
+    scan.metrics[0].tasks = vec![value(10, 5), value(11, 6)];
+    let mut plan = node(0, "ProjectionExec", vec![scan]);
+    // a name that needs escaping; task 10 reported twice (its first value is its update);
+    // task 12 has no value of any metric
+    plan.metrics.push(NodeMetric::summed(
+        "odd",
+        "time \"in\" C:\\ — ünïcode",
+        MetricKind::Timing,
+        vec![value(10, 7), value(10, 99), value(12, -1)],
+    ));
+    plan.metrics[0].tasks = vec![value(11, 8)];
+    let stage = StageProfile {
+        id: 0,
+        node_ids: vec![0, 1],
+        tasks: Vec::new(),
+        memory: None,
+        executor_memory: Vec::new(),
+    };
+    let nodes = stages::index(&plan);
+    let id = |node: usize, metric: &str| (node * 100 + metric.len()) as i64;
+    let accumulables = StageAccumulables::new(&nodes, &stage, id);
+    let list = |task: u64| -> Vec<(i64, String, String, String)> {
+        let parsed: Value = serde_json::from_str(&accumulables.of_task(task)).unwrap();
+        parsed
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                assert_eq!(
+                    (&a["Internal"], &a["Count Failed Values"], &a["Metadata"]),
+                    (&json!(true), &json!(true), &json!("sql"))
+                );
+                (
+                    a["ID"].as_i64().unwrap(),
+                    a["Name"].as_str().unwrap().to_string(),
+                    a["Update"].as_str().unwrap().to_string(),
+                    a["Value"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let rows = |v: &str| (10, "number of output rows".to_string(), v.into(), v.into());
+    let odd = |v: &str| {
+        (
+            3,
+            "time \"in\" C:\\ — ünïcode".to_string(),
+            v.into(),
+            v.into(),
+        )
+    };
+    let scan_rows = |v: &str| (110, "number of output rows".to_string(), v.into(), v.into());
+    assert_eq!(list(10), [odd("7"), scan_rows("5")]);
+    assert_eq!(list(11), [rows("8"), scan_rows("6")]);
+    assert_eq!(list(12), [odd("-1")]);
+    assert!(list(13).is_empty());
 }
