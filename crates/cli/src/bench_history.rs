@@ -161,15 +161,42 @@ fn options(max_memory: u64, store_dir: Option<PathBuf>) -> StoreOptions {
     }
 }
 
+/// The file that marks a directory as this benchmark's own, to be cleared by the next run.
+const WORK_DIR_MARKER: &str = ".qprof-bench-history";
+
+/// Makes `work` an empty directory of the benchmark's own. A directory that exists is
+/// cleared only when an earlier run made it (it has the marker) or it is empty: anything
+/// else, the log directory copied from or the working directory included, is refused.
+fn prepare_work_dir(work: &Path) -> Result<()> {
+    if work.exists() {
+        let marked = work.join(WORK_DIR_MARKER).is_file();
+        let empty = std::fs::read_dir(work)
+            .with_context(|| format!("cannot read '{}'", work.display()))?
+            .next()
+            .is_none();
+        if !marked && !empty {
+            bail!(
+                "'{}' is not empty and not an earlier run's: give --dir a new or empty directory",
+                work.display()
+            );
+        }
+        if marked {
+            std::fs::remove_dir_all(work)
+                .with_context(|| format!("cannot clear '{}'", work.display()))?;
+        }
+    }
+    std::fs::create_dir_all(work).with_context(|| format!("cannot create '{}'", work.display()))?;
+    std::fs::write(work.join(WORK_DIR_MARKER), "made by qprof bench history\n")
+        .with_context(|| format!("cannot write in '{}'", work.display()))?;
+    Ok(())
+}
+
 /// `qprof bench history`.
 pub(crate) fn history(args: &HistoryArgs) -> Result<()> {
     let apps = args.apps as usize;
     let (id, template) = template(&args.from)?;
     let work = &args.dir;
-    if work.exists() {
-        std::fs::remove_dir_all(work)
-            .with_context(|| format!("cannot clear '{}'", work.display()))?;
-    }
+    prepare_work_dir(work)?;
     let (many, few, store_dir) = (work.join("many"), work.join("few"), work.join("store"));
     println!(
         "qprof bench history: {apps} copies of {} ({} MB each)",

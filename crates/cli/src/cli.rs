@@ -285,7 +285,8 @@ pub(crate) struct HistoryArgs {
     /// rolling log).
     #[arg(long, value_name = "DIR", default_value = "qprof-events")]
     pub from: PathBuf,
-    /// Where the copies are written (cleared first, removed after unless --keep).
+    /// Where the copies are written: a new or empty directory, or an earlier run's (cleared
+    /// first); removed after unless --keep.
     #[arg(long, value_name = "DIR", default_value = "qprof-bench-history")]
     pub dir: PathBuf,
     /// The replay cache's budget, as `qprof serve --max-memory`.

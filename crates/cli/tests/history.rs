@@ -647,6 +647,31 @@ fn bench_history_serves_a_directory_of_copies_and_reports_each_measure() {
         assert!(stdout.contains(expected), "{expected:?} not in:\n{stdout}");
     }
     assert!(!work.exists(), "the copies are removed without --keep");
+    // a directory that is not the benchmark's own is refused, and left as it was
+    let theirs = dir.join("theirs");
+    std::fs::create_dir_all(&theirs).unwrap();
+    std::fs::write(theirs.join("precious.txt"), "keep me").unwrap();
+    for target in [&theirs, &from] {
+        let before = std::fs::read_dir(target).unwrap().count();
+        let out = qprof()
+            .args(["bench", "history", "--apps", "10", "--from"])
+            .arg(&from)
+            .arg("--dir")
+            .arg(target)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(
+            stderr.contains("not empty and not an earlier run's"),
+            "{stderr}"
+        );
+        assert_eq!(std::fs::read_dir(target).unwrap().count(), before);
+    }
+    assert_eq!(
+        std::fs::read_to_string(theirs.join("precious.txt")).unwrap(),
+        "keep me"
+    );
     // nothing to copy: one line, and a failure
     let empty = dir.join("empty");
     std::fs::create_dir_all(&empty).unwrap();

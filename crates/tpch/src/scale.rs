@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// A validated TPC-H scale factor: finite, `> 0` and `<= 1000`.
+/// A validated TPC-H scale factor: finite, from `0.0001` to `1000`.
 ///
 /// SF 1 is roughly 1 GB of raw data (6 million `lineitem` rows). Parse one
 /// from a string with [`str::parse`] (suitable for a clap `value_parser`) or
@@ -19,6 +19,10 @@ pub struct ScaleFactorError(String);
 impl ScaleFactor {
     /// Largest accepted scale factor.
     pub const MAX: f64 = 1000.0;
+
+    /// Smallest accepted scale factor: the one with a single supplier (the generator
+    /// makes 10,000 suppliers per unit and divides by their number).
+    pub const MIN: f64 = 0.0001;
 
     /// Validate `value` as a scale factor.
     pub fn new(value: f64) -> Result<Self, ScaleFactorError> {
@@ -40,6 +44,12 @@ impl ScaleFactor {
         if !value.is_finite() || value <= 0.0 {
             return Err(ScaleFactorError(format!(
                 "scale factor must be a positive number, got '{shown}'"
+            )));
+        }
+        if value < Self::MIN {
+            return Err(ScaleFactorError(format!(
+                "scale factor must be at least {}, got '{shown}'",
+                Self::MIN
             )));
         }
         if value > Self::MAX {
@@ -100,6 +110,7 @@ mod tests {
     fn rejects_bad_values() {
         for input in [
             "", "abc", "-1", "0", "0.0", "-0", "NaN", "nan", "inf", "-inf", "1000.5", "1e9", "1,5",
+            "0.00009", "1e-5",
         ] {
             let err = input.parse::<ScaleFactor>().unwrap_err().to_string();
             assert!(
@@ -128,5 +139,7 @@ mod tests {
         assert!(ScaleFactor::new(f64::INFINITY).is_err());
         assert!(ScaleFactor::new(0.0).is_err());
         assert!(ScaleFactor::new(1001.0).is_err());
+        assert!(ScaleFactor::new(ScaleFactor::MIN).is_ok());
+        assert!(ScaleFactor::new(ScaleFactor::MIN / 2.0).is_err());
     }
 }

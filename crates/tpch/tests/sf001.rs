@@ -207,3 +207,30 @@ async fn some_queries_return_known_sf001_shapes() {
     assert_eq!(rows(query(1).unwrap()).await, 4);
     assert_eq!(rows(query(6).unwrap()).await, 1);
 }
+
+#[tokio::test]
+async fn the_smallest_scale_factor_generates_every_table() {
+    let sf = ScaleFactor::new(ScaleFactor::MIN).unwrap();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("qprof-tpch-tests")
+        .join(sf.dir_name());
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+    let paths = generate(sf, &dir, &mut |_| {}).unwrap();
+    let ctx = SessionContext::new();
+    register_all(&ctx, &paths).await.unwrap();
+    for table in TABLES {
+        let batches = ctx
+            .sql(&format!("select count(*) from {table}"))
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let count = batches[0].column(0).as_primitive::<Int64Type>().value(0) as u64;
+        assert_eq!(Some(count), expected_row_count(sf, table), "{table}");
+    }
+    assert_eq!(expected_row_count(sf, "supplier"), Some(1));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
