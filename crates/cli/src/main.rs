@@ -20,6 +20,9 @@ use qprof_core::alloc::CountingAllocator;
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator::system();
 
+/// The exit status of a process ended by SIGPIPE, as shells report it (128 + 13).
+const BROKEN_PIPE_EXIT: i32 = 141;
+
 fn main() -> ExitCode {
     // a bug must still end in one line, not a backtrace
     std::panic::set_hook(Box::new(|info| {
@@ -29,6 +32,11 @@ fn main() -> ExitCode {
             .map(|s| (*s).to_string())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".to_string());
+        // a reader that stopped reading (`qprof run | head`): end as a Unix tool ends on
+        // SIGPIPE, without a word (Rust ignores the signal, so `println!` panics instead)
+        if message.starts_with("failed printing to stdout") && message.contains("os error 32") {
+            std::process::exit(BROKEN_PIPE_EXIT);
+        }
         let place = info
             .location()
             .map(|l| format!(" at {}:{}", l.file(), l.line()))

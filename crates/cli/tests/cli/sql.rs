@@ -240,3 +240,28 @@ fn a_read_cache_serves_repeated_scans_from_ram_then_later_runs_from_disk() {
     assert!(local[0] > 0, "{local:?}");
     assert_eq!(local[0] + ram[0], read[0]);
 }
+
+#[test]
+fn a_reader_that_stops_reading_ends_the_run_without_an_error() {
+    use std::io::{BufRead, BufReader};
+    let mut child = command()
+        .args([
+            "sql",
+            "SELECT value, value * 2 FROM generate_series(1, 1000000)",
+            "--no-event-log",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(!first.is_empty());
+    // the pipe's reading end is closed here, as `head -1` closes it
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+    assert!(!stderr.contains("error"), "{stderr}");
+}
