@@ -224,6 +224,23 @@ pub(crate) struct ExecOptions {
     pub log: LogOptions,
 }
 
+/// What a run on a cluster does not take: the scheduler writes the event log and keeps the
+/// profiles, and the executors own memory, spill and reads.
+const NOT_WITH_CLUSTER: [&str; 12] = [
+    "profile_out",
+    "trace_out",
+    "top",
+    "memory_limit",
+    "spill_dir",
+    "cache_memory",
+    "cache_disk",
+    "event_log_dir",
+    "event_log_compress",
+    "no_event_log",
+    "ui",
+    "ui_keep",
+];
+
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
     /// TPC-H scale factor, e.g. 0.1 or 1.
@@ -236,8 +253,11 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
     /// Run the queries on a Ballista cluster whose scheduler (`qprof cluster scheduler`)
-    /// is at this URL, e.g. df://127.0.0.1:50050; the scheduler writes the event log.
-    #[arg(long, value_name = "URL", value_parser = crate::cluster::parse_cluster_url)]
+    /// is at this URL, e.g. df://127.0.0.1:50050; the scheduler writes the event log and
+    /// keeps the profiles (the options of profiles, logs, memory and reads do not apply;
+    /// function tracking does).
+    #[arg(long, value_name = "URL", value_parser = crate::cluster::parse_cluster_url,
+          conflicts_with_all = NOT_WITH_CLUSTER)]
     pub cluster: Option<String>,
     #[command(flatten)]
     pub exec: ExecOptions,
@@ -262,6 +282,14 @@ pub(crate) struct SqlArgs {
     /// credentials and region come from the standard AWS environment variables).
     #[arg(long, value_name = "URL", value_parser = parse_endpoint)]
     pub s3_endpoint: Option<String>,
+    /// Run the statements on a Ballista cluster whose scheduler (`qprof cluster scheduler`)
+    /// is at this URL, e.g. df://127.0.0.1:50050; the scheduler writes the event log and
+    /// keeps the profiles (the options of profiles, logs, memory and reads do not apply;
+    /// function tracking does).
+    /// The executors read local tables by the same absolute paths.
+    #[arg(long, value_name = "URL", value_parser = crate::cluster::parse_cluster_url,
+          conflicts_with_all = NOT_WITH_CLUSTER, conflicts_with = "s3_endpoint")]
+    pub cluster: Option<String>,
     #[command(flatten)]
     pub exec: ExecOptions,
 }
@@ -413,7 +441,10 @@ pub(crate) fn dispatch(cli: Cli) -> Result<()> {
             None => runtime.block_on(crate::run::run_tpch(args)),
         },
         Command::Cluster(command) => runtime.block_on(crate::cluster::dispatch(command)),
-        Command::Sql(args) => runtime.block_on(crate::run::run_sql(args)),
+        Command::Sql(args) => match args.cluster.clone() {
+            Some(url) => runtime.block_on(crate::cluster::run_sql(args, &url)),
+            None => runtime.block_on(crate::run::run_sql(args)),
+        },
         Command::Serve(args) => runtime.block_on(crate::serve::serve(args)),
         Command::Diff(args) => crate::diff::diff(&args),
         Command::Bench(command) => {

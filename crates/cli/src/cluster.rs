@@ -1,5 +1,5 @@
 //! `qprof cluster scheduler|executor`: Ballista processes with qprof inside, and TPC-H
-//! runs on them (`qprof run --cluster`).
+//! runs and SQL on them (`qprof run --cluster`, `qprof sql --cluster`).
 //!
 //! The event log is written where the scheduler lives: only the scheduler sees every
 //! task, every executor and every heartbeat (and the loss of an executor), and it keeps
@@ -11,7 +11,6 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use datafusion::prelude::SessionConfig;
 use qprof_ballista::ClusterObserver;
 use qprof_ballista::cluster::{
     ExecutorOptions, SchedulerOptions, end_session, remote_session, run_executor, run_scheduler,
@@ -21,8 +20,8 @@ use qprof_datafusion::Profiler;
 use qprof_eventlog::listener::EventLogListener;
 use qprof_eventlog::writer::{DEFAULT_ROLL_BYTES, LogConfig};
 
-use crate::cli::{QueryList, RunArgs, data_dir, parse_duration};
-use crate::data::parse_size;
+use crate::cli::{ExecOptions, QueryList, RunArgs, SqlArgs, data_dir, parse_duration};
+use crate::data::{TableSpec, parse_size, register_tables, split_statements};
 use crate::run::prepare_tpch;
 
 /// `qprof cluster …`
@@ -213,14 +212,7 @@ pub(crate) async fn run_tpch(args: RunArgs, url: &str) -> Result<()> {
     let dir = std::path::absolute(data_dir(args.data_dir.as_ref(), &args.tpch))
         .context("cannot resolve the data directory")?;
     let paths = prepare_tpch(&args.tpch, &dir)?;
-    let mut config = SessionConfig::new();
-    if let Some(n) = args.exec.partitions {
-        config = config.with_target_partitions(usize::from(n));
-    }
-    let ctx = remote_session(url, config)
-        .await
-        .map_err(|e| anyhow::anyhow!("{}", qprof_datafusion::error_line(&e)))
-        .with_context(|| format!("cannot open a session on {url}"))?;
+    let ctx = client_session(url, &args.exec).await?;
     qprof_tpch::register_all(&ctx, &paths)
         .await
         .context("cannot register TPC-H tables")?;
@@ -267,4 +259,115 @@ pub(crate) async fn run_tpch(args: RunArgs, url: &str) -> Result<()> {
         bail!("{} of the queries failed: {failed:?}", failed.len());
     }
     Ok(())
+}
+
+/// A client session on the scheduler at `url`, with the partitions per stage and the
+/// function tracking `exec` asks for.
+async fn client_session(
+    url: &str,
+    exec: &ExecOptions,
+) -> Result<datafusion::prelude::SessionContext> {
+    // Ballista's client connects with the first query and reports a refused connection as
+    // a debug dump: reach the scheduler first, to say so on one line
+    let address = url.strip_prefix("df://").unwrap_or(url);
+    match tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        tokio::net::TcpStream::connect(address),
+    )
+    .await
+    {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => bail!("cannot reach the scheduler at {url}: {e}"),
+        Err(_) => bail!("cannot reach the scheduler at {url}: no answer in 10 s"),
+    }
+    // with qprof's options (the function-tracking flags), which statements may also set:
+    // the scheduler plans by them
+    let config = crate::run::session_config(exec.partitions, &exec.functions)?;
+    remote_session(url, config)
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", qprof_datafusion::error_line(&e)))
+        .with_context(|| format!("cannot open a session on {url}"))
+}
+
+/// `qprof sql --cluster URL`: the statements as jobs of one client session, in order, each
+/// result printed; the scheduler logs their profiles. A failing statement among several
+/// is shown on one line and the others still run; the command then fails.
+pub(crate) async fn run_sql(args: SqlArgs, url: &str) -> Result<()> {
+    let text = match (&args.sql, &args.file) {
+        (Some(sql), _) => sql.clone(),
+        (None, Some(file)) => std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read '{}'", file.display()))?,
+        (None, None) => bail!("give SQL to run, or -f FILE"),
+    };
+    let statements = split_statements(&text)?;
+    // the executors read local files by these paths, from their own working directories
+    let tables = args
+        .tables
+        .iter()
+        .map(|t| {
+            let local = !t.location.contains("://");
+            let location = if local {
+                std::path::absolute(&t.location)
+                    .with_context(|| format!("cannot resolve '{}'", t.location))?
+                    .display()
+                    .to_string()
+            } else {
+                t.location.clone()
+            };
+            Ok(TableSpec {
+                name: t.name.clone(),
+                location,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let ctx = client_session(url, &args.exec).await?;
+    register_tables(&ctx, &tables, args.format).await?;
+    let session_id = ctx.session_id();
+    let several = statements.len() > 1;
+    let mut failed = Vec::new();
+    for (i, sql) in statements.iter().enumerate() {
+        let label = format!("statement {}", i + 1);
+        let start = Instant::now();
+        let outcome = async {
+            ctx.sql(&format!("SET ballista.job.name = '{label}'"))
+                .await?
+                .collect()
+                .await?;
+            ctx.sql(sql).await?.collect().await
+        }
+        .await;
+        match outcome {
+            Ok(batches) => {
+                let pretty = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+                    .context("cannot format the result")?;
+                println!("{pretty}");
+                println!(
+                    "{label}: {} rows in {:.1} ms",
+                    batches.iter().map(|b| b.num_rows()).sum::<usize>(),
+                    crate::run::millis(start.elapsed())
+                );
+            }
+            Err(e) if !several => {
+                let _ = end_session(url, &session_id).await;
+                bail!("{}", qprof_datafusion::error_line(&e));
+            }
+            Err(e) => {
+                eprintln!("{label} failed: {}", qprof_datafusion::error_line(&e));
+                failed.push(label);
+            }
+        }
+    }
+    end_session(url, &session_id)
+        .await
+        .context("cannot end the session on the scheduler")?;
+    println!("the scheduler writes this run's event log (application of session {session_id})");
+    match failed.as_slice() {
+        [] => Ok(()),
+        [one] => bail!("{one} failed"),
+        several => bail!(
+            "{} statements failed: {}",
+            several.len(),
+            several.join(", ")
+        ),
+    }
 }

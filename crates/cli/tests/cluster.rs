@@ -188,6 +188,30 @@ fn tpch_on_two_executors_matches_one_process_and_logs_both() {
     assert!(operators > 22 * 5, "{operators} operators");
     every_command(&server, &app, true, &dir);
     drop(server);
+    // SQL of its own on the cluster: a table by a relative path, two statements
+    let nation = dir.join("data").join("nation.parquet");
+    let relative = nation.strip_prefix(&dir).unwrap();
+    let out = qprof()
+        .current_dir(&dir)
+        .args(["sql", "--table"])
+        .arg(format!("nation={}", relative.display()))
+        .args([
+            "SELECT count(*) AS nations FROM nation; \
+             SELECT n_name FROM nation WHERE n_nationkey = 7",
+            "--cluster",
+            &cluster.url,
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("| 25      |"), "{stdout}");
+    assert!(stdout.contains("GERMANY"), "{stdout}");
+    assert!(stdout.contains("statement 2: 1 rows"), "{stdout}");
     drop(cluster);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -310,3 +310,32 @@ fn event_log_flags_are_checked() {
         [format!("appstatus_{id}"), format!("events_1_{id}.zstd")]
     );
 }
+
+#[test]
+fn cluster_runs_refuse_what_they_do_not_take_and_an_unreachable_scheduler() {
+    for args in [
+        &["run", "--tpch", "0.01", "--profile-out", "p.json"][..],
+        &["run", "--tpch", "0.01", "--top", "3"],
+        &["run", "--tpch", "0.01", "--memory-limit", "1G"],
+        &["sql", "SELECT 1", "--trace-out", "t.json"],
+        &["sql", "SELECT 1", "--no-event-log"],
+        &["sql", "SELECT 1", "--s3-endpoint", "http://127.0.0.1:9000"],
+    ] {
+        let mut all = args.to_vec();
+        all.extend(["--cluster", "df://127.0.0.1:1"]);
+        let out = qprof(&all);
+        assert_one_line_error(&out, "cannot be used with");
+        assert_eq!(out.status.code(), Some(2), "{all:?}");
+    }
+    // a port nothing listens on: bound, then released
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("df://127.0.0.1:{port}");
+    assert_one_line_error(
+        &qprof(&["sql", "SELECT 1", "--cluster", &url]),
+        &format!("cannot reach the scheduler at {url}"),
+    );
+}
