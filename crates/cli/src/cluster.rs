@@ -223,14 +223,7 @@ pub(crate) async fn run_tpch(args: RunArgs, url: &str) -> Result<()> {
     for q in QueryList::or_all(args.queries.as_ref()) {
         let sql = qprof_tpch::query(q).with_context(|| format!("no TPC-H query {q}"))?;
         let start = Instant::now();
-        let outcome = async {
-            ctx.sql(&format!("SET ballista.job.name = 'q{q}'"))
-                .await?
-                .collect()
-                .await?;
-            ctx.sql(sql).await?.collect().await
-        }
-        .await;
+        let outcome = run_job(&ctx, &format!("q{q}"), sql).await;
         match outcome {
             Ok(batches) => {
                 let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
@@ -293,13 +286,7 @@ async fn client_session(
 /// result printed; the scheduler logs their profiles. A failing statement among several
 /// is shown on one line and the others still run; the command then fails.
 pub(crate) async fn run_sql(args: SqlArgs, url: &str) -> Result<()> {
-    let text = match (&args.sql, &args.file) {
-        (Some(sql), _) => sql.clone(),
-        (None, Some(file)) => std::fs::read_to_string(file)
-            .with_context(|| format!("cannot read '{}'", file.display()))?,
-        (None, None) => bail!("give SQL to run, or -f FILE"),
-    };
-    let statements = split_statements(&text)?;
+    let statements = split_statements(&crate::run::sql_text(&args)?)?;
     // the executors read local files by these paths, from their own working directories
     let tables = args
         .tables
@@ -328,14 +315,7 @@ pub(crate) async fn run_sql(args: SqlArgs, url: &str) -> Result<()> {
     for (i, sql) in statements.iter().enumerate() {
         let label = format!("statement {}", i + 1);
         let start = Instant::now();
-        let outcome = async {
-            ctx.sql(&format!("SET ballista.job.name = '{label}'"))
-                .await?
-                .collect()
-                .await?;
-            ctx.sql(sql).await?.collect().await
-        }
-        .await;
+        let outcome = run_job(&ctx, &label, sql).await;
         match outcome {
             Ok(batches) => {
                 let pretty = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
@@ -370,4 +350,20 @@ pub(crate) async fn run_sql(args: SqlArgs, url: &str) -> Result<()> {
             several.join(", ")
         ),
     }
+}
+
+/// Runs `sql` in the client session `ctx` as the job called `name`; its batches.
+async fn run_job(
+    ctx: &datafusion::prelude::SessionContext,
+    name: &str,
+    sql: &str,
+) -> datafusion::error::Result<Vec<datafusion::arrow::array::RecordBatch>> {
+    ctx.sql(&format!(
+        "SET ballista.job.name = '{}'",
+        name.replace('\'', "''")
+    ))
+    .await?
+    .collect()
+    .await?;
+    ctx.sql(sql).await?.collect().await
 }

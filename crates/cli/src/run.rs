@@ -184,13 +184,7 @@ pub(crate) async fn run_tpch(args: RunArgs) -> Result<()> {
 }
 
 pub(crate) async fn run_sql(args: SqlArgs) -> Result<()> {
-    let text = match (&args.sql, &args.file) {
-        (Some(sql), _) => sql.clone(),
-        (None, Some(file)) => std::fs::read_to_string(file)
-            .with_context(|| format!("cannot read '{}'", file.display()))?,
-        (None, None) => bail!("give SQL to run, or -f FILE"),
-    };
-    let statements = split_statements(&text)?;
+    let statements = split_statements(&sql_text(&args)?)?;
     let session = session(&args.exec).await?.with_url_tables();
     register_s3(
         session.context(),
@@ -241,6 +235,16 @@ pub(crate) async fn run_sql(args: SqlArgs) -> Result<()> {
         ui.finish(args.exec.log.ui_keep).await;
     }
     ended
+}
+
+/// The SQL text of `qprof sql`: given, or read from `-f FILE`.
+pub(crate) fn sql_text(args: &SqlArgs) -> Result<String> {
+    match (&args.sql, &args.file) {
+        (Some(sql), _) => Ok(sql.clone()),
+        (None, Some(file)) => std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read '{}'", file.display())),
+        (None, None) => bail!("give SQL to run, or -f FILE"),
+    }
 }
 
 /// The queries of a run that failed. A failure is shown on one line as it happens and the
