@@ -212,6 +212,14 @@ pub(crate) async fn register_tables(
                 table.location
             );
         }
+        // the object stores a session has: files, and S3 when a table or statement names it
+        if !local && !location.starts_with("s3://") && !location.starts_with("file://") {
+            bail!(
+                "table '{}': '{}' is neither a local path nor an s3:// location",
+                table.name,
+                table.location
+            );
+        }
         let is_dir = local && path.is_dir();
         // told, or named, or found: the first data file of a directory or an S3 prefix
         let format = match format.or_else(|| TableFormat::of_name(location.trim_end_matches('/'))) {

@@ -22,8 +22,7 @@ fn read(spec: &str) -> Result<Vec<QueryJson>> {
         return from_log(Path::new(dir), app, sql).map(|q| vec![q]);
     }
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read '{spec}'"))?;
-    let doc = ProfilesDocument::parse(&text)
-        .with_context(|| format!("'{spec}' is not a qprof profile"))?;
+    let doc = ProfilesDocument::parse(&text).with_context(|| format!("cannot read '{spec}'"))?;
     Ok(doc.queries)
 }
 

@@ -76,9 +76,25 @@ fn main() -> ExitCode {
     match cli::dispatch(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            let message = format!("{err:#}").replace('\n', " ");
-            eprintln!("error: {message}");
+            eprintln!("error: {}", one_line(&err));
             ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes on one line, each cause after a colon; a cause whose text the
+/// line already holds (an error that shows its source in its own text) is left out.
+fn one_line(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string().replace('\n', " ");
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }

@@ -116,9 +116,8 @@ async fn session(exec: &ExecOptions) -> Result<ProfilingSession> {
     let profiler = match read_cache_config(exec) {
         None => Profiler::new(),
         Some(cache) => Profiler::with_read_cache(
-            ReadCache::open(cache)
-                .await
-                .context("cannot open the read cache")?,
+            // its error names the read cache and the directory
+            ReadCache::open(cache).await?,
         ),
     };
     Ok(ProfilingSession::with_profiler(profiler, config, runtime))

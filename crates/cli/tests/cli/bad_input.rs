@@ -339,3 +339,49 @@ fn cluster_runs_refuse_what_they_do_not_take_and_an_unreachable_scheduler() {
         &format!("cannot reach the scheduler at {url}"),
     );
 }
+
+#[test]
+fn errors_name_their_cause_once() {
+    let dir = scratch("causes");
+    let once = |out: &Output, cause: &str| {
+        assert_one_line_error(out, cause);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.matches(cause).count(), 1, "{stderr}");
+    };
+    let garbage = dir.join("bad.parquet");
+    std::fs::write(&garbage, "not parquet at all").unwrap();
+    once(
+        &qprof(&[
+            "sql",
+            "SELECT * FROM t",
+            "--no-event-log",
+            "--table",
+            &format!("t={}", garbage.display()),
+        ]),
+        "Parquet error",
+    );
+    let truncated = dir.join("trunc.json");
+    std::fs::write(&truncated, "{\"queries\": [").unwrap();
+    let truncated = truncated.to_str().unwrap();
+    once(&qprof(&["diff", truncated, truncated]), "EOF while parsing");
+    once(
+        &qprof(&[
+            "sql",
+            "SELECT 1",
+            "--no-event-log",
+            "--cache-disk",
+            "/proc/no-such-dir:64M",
+        ]),
+        "No such file or directory",
+    );
+    assert_one_line_error(
+        &qprof(&[
+            "sql",
+            "SELECT 1",
+            "--no-event-log",
+            "--table",
+            "t=gs://bucket/t.parquet",
+        ]),
+        "'gs://bucket/t.parquet' is neither a local path nor an s3:// location",
+    );
+}

@@ -157,7 +157,7 @@ fn diff_compares_two_runs_and_fails_on_a_regression_when_asked() {
     let csv = dir.join("t.csv");
     assert_one_line_error(
         &qprof(&["diff", &path(&first), &path(&csv)]),
-        "is not a qprof profile",
+        "not a qprof profile",
     );
     assert_one_line_error(
         &qprof(&["diff", &path(&first), &path(&second), "--threshold", "lots"]),

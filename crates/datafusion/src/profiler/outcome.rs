@@ -40,11 +40,19 @@ pub fn error_line(err: &DataFusionError) -> String {
         },
         other => other.strip_backtrace(),
     };
-    text.lines()
+    let line = text
+        .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect::<Vec<_>>()
-        .join(" ")
+        .join(" ");
+    // DataFusion's wrapper and the error it wraps may both name the kind: say it once
+    match line.split_once(": ") {
+        Some((kind, rest)) if rest.starts_with(kind) && rest[kind.len()..].starts_with(": ") => {
+            rest.to_string()
+        }
+        _ => line,
+    }
 }
 
 /// A query's result and its profile.
