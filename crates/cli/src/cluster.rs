@@ -7,7 +7,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
@@ -164,9 +164,36 @@ async fn executor(args: ExecutorArgs) -> Result<()> {
         args.flight_port,
         args.scheduler
     );
+    // Ballista's executor waits for an unreachable scheduler without a word: give it a
+    // while to start, then say so
+    let scheduler = options.scheduler.to_string();
+    reach_scheduler(&scheduler, &scheduler, SCHEDULER_PATIENCE).await?;
     run_executor(&options, Some(Profiler::new()))
         .await
         .context("the executor stopped")
+}
+
+/// How long an executor waits for its scheduler to accept connections when it starts.
+const SCHEDULER_PATIENCE: Duration = Duration::from_secs(30);
+
+/// Waits up to `patience` for the scheduler at `address` (HOST:PORT), shown as `shown`,
+/// to accept a connection.
+async fn reach_scheduler(address: &str, shown: &str, patience: Duration) -> Result<()> {
+    const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+    let deadline = Instant::now() + patience;
+    loop {
+        match tokio::time::timeout(ANSWER_WITHIN, tokio::net::TcpStream::connect(address)).await {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(e)) if Instant::now() >= deadline => {
+                bail!("cannot reach the scheduler at {shown}: {e}")
+            }
+            Ok(Err(_)) => tokio::time::sleep(Duration::from_millis(200)).await,
+            Err(_) => bail!(
+                "cannot reach the scheduler at {shown}: no answer in {} s",
+                ANSWER_WITHIN.as_secs()
+            ),
+        }
+    }
 }
 
 /// Ctrl-C or SIGTERM.
@@ -263,16 +290,7 @@ async fn client_session(
     // Ballista's client connects with the first query and reports a refused connection as
     // a debug dump: reach the scheduler first, to say so on one line
     let address = url.strip_prefix("df://").unwrap_or(url);
-    match tokio::time::timeout(
-        std::time::Duration::from_secs(10),
-        tokio::net::TcpStream::connect(address),
-    )
-    .await
-    {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => bail!("cannot reach the scheduler at {url}: {e}"),
-        Err(_) => bail!("cannot reach the scheduler at {url}: no answer in 10 s"),
-    }
+    reach_scheduler(address, url, Duration::ZERO).await?;
     // with qprof's options (the function-tracking flags), which statements may also set:
     // the scheduler plans by them
     let config = crate::run::session_config(exec.partitions, &exec.functions)?;

@@ -98,6 +98,25 @@ pub(crate) fn prepare_tpch(sf: &ScaleFactor, dir: &Path) -> Result<DatasetPaths>
 /// A profiling session with the options' configuration, memory limit, spill directory
 /// and read cache.
 async fn session(exec: &ExecOptions) -> Result<ProfilingSession> {
+    // files written at the run's end: a missing directory is said before the run, not after
+    for (path, what) in [
+        (&exec.profile_out, "profiles"),
+        (&exec.trace_out, "the trace"),
+    ] {
+        if let Some(path) = path {
+            let dir = path
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            if !dir.is_dir() {
+                bail!(
+                    "cannot write {what} to '{}': '{}' is not a directory",
+                    path.display(),
+                    dir.display()
+                );
+            }
+        }
+    }
     let config = session_config(exec.partitions, &exec.functions)?;
     let mut runtime = RuntimeEnvBuilder::new();
     if let Some(limit) = exec.memory_limit {

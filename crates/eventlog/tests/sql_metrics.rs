@@ -137,3 +137,18 @@ fn an_executions_job_ids_come_in_the_order_of_sparks_map_of_them() {
     let sql = rest::sql(&replay(&events), 0, false, false).unwrap();
     assert_eq!(sql["successJobIds"], json!([3, 1, 2]));
 }
+
+#[test]
+fn a_profile_is_asked_for_before_its_query_ends_or_of_a_log_without_one() {
+    let running = replay(&[execution_start(), job_start(0, &[0], 1)]);
+    let err = rest::qprof_profile(&running, 0).unwrap_err().to_string();
+    assert!(err.contains("has not ended"), "{err}");
+    let ended = replay(&[
+        execution_start(),
+        job_start(0, &[0], 1),
+        job_end(0),
+        execution_end(),
+    ]);
+    let err = rest::qprof_profile(&ended, 0).unwrap_err().to_string();
+    assert!(err.contains("the log was not written by qprof"), "{err}");
+}

@@ -155,6 +155,24 @@ fn unwritable_profile_path_is_one_line() {
         "/definitely/not/here/p.json",
     ]);
     assert_one_line_error(&out, "cannot write profiles");
+    // said before the statement runs, not after
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = qprof(&[
+        "sql",
+        "SELECT 1 AS x",
+        "--trace-out",
+        "/definitely/not/here/t.json",
+    ]);
+    assert_one_line_error(&out, "cannot write the trace");
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 #[test]

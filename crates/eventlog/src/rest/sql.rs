@@ -289,6 +289,10 @@ pub fn logged_profile(state: &AppState, id: i64) -> Result<QueryJson, RestError>
         Some(Err(why)) => Err(RestError::NotFound(format!(
             "query execution {id} has a qprof profile this server cannot read: {why}"
         ))),
+        // a running query's profile is logged when it ends
+        None if exec.completion_time.is_none() => Err(RestError::NotFound(format!(
+            "query execution {id} has no profile yet: it has not ended (a profile is logged at its end)"
+        ))),
         None => Err(RestError::NotFound(format!(
             "query execution {id} has no qprof profile (the log was not written by qprof)"
         ))),
