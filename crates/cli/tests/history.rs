@@ -543,12 +543,15 @@ fn a_run_failing_after_its_queries_completes_its_log_as_failed() {
     let events = dir.join("events");
     let csv = dir.join("t.csv");
     std::fs::write(&csv, "k,v\n1,2\n").unwrap();
-    // the query succeeds; writing --profile-out into a missing directory fails
+    // the query succeeds; writing --profile-out where a directory stands fails at the end
+    // (a missing directory is refused before the run)
+    let taken = dir.join("p.json");
+    std::fs::create_dir_all(&taken).unwrap();
     let out = qprof()
         .args(["sql", "select k from t", "--table"])
         .arg(format!("t={}", csv.display()))
         .arg("--profile-out")
-        .arg(dir.join("missing/p.json"))
+        .arg(&taken)
         .arg("--event-log-dir")
         .arg(&events)
         .output()
