@@ -4,8 +4,9 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::ser::SerializeSeq;
+use serde::{Deserialize, Serialize};
 
 use crate::spark::EXECUTOR_METRIC_NAMES;
 use crate::state::{ExecutorPeaks, TaskMetrics};
@@ -154,112 +155,137 @@ impl<'de> Deserialize<'de> for Peaks {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// Spark's `Task Metrics` of a task, as a log carries them: read from Spark's logs and
+/// qprof's, written into qprof's (Spark's order is the fields' order).
+#[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub(crate) struct MetricsLog {
     #[serde(rename = "Executor Deserialize Time")]
-    executor_deserialize_time: i64,
+    pub(crate) executor_deserialize_time: i64,
     #[serde(rename = "Executor Deserialize CPU Time")]
-    executor_deserialize_cpu_time: i64,
+    pub(crate) executor_deserialize_cpu_time: i64,
     #[serde(rename = "Executor Run Time")]
-    executor_run_time: i64,
+    pub(crate) executor_run_time: i64,
     #[serde(rename = "Executor CPU Time")]
-    executor_cpu_time: i64,
+    pub(crate) executor_cpu_time: i64,
     #[serde(rename = "Peak Execution Memory")]
-    peak_execution_memory: i64,
+    pub(crate) peak_execution_memory: i64,
+    #[serde(rename = "Peak On Heap Execution Memory")]
+    pub(crate) peak_on_heap_execution_memory: i64,
+    #[serde(rename = "Peak Off Heap Execution Memory")]
+    pub(crate) peak_off_heap_execution_memory: i64,
     #[serde(rename = "Result Size")]
-    result_size: i64,
+    pub(crate) result_size: i64,
     #[serde(rename = "JVM GC Time")]
-    jvm_gc_time: i64,
+    pub(crate) jvm_gc_time: i64,
     #[serde(rename = "Result Serialization Time")]
-    result_serialization_time: i64,
+    pub(crate) result_serialization_time: i64,
     #[serde(rename = "Memory Bytes Spilled")]
-    memory_bytes_spilled: i64,
+    pub(crate) memory_bytes_spilled: i64,
     #[serde(rename = "Disk Bytes Spilled")]
-    disk_bytes_spilled: i64,
+    pub(crate) disk_bytes_spilled: i64,
     #[serde(rename = "Shuffle Read Metrics")]
-    shuffle_read: ShuffleReadLog,
+    pub(crate) shuffle_read: ShuffleReadLog,
     #[serde(rename = "Shuffle Write Metrics")]
-    shuffle_write: ShuffleWriteLog,
+    pub(crate) shuffle_write: ShuffleWriteLog,
     #[serde(rename = "Input Metrics")]
-    input: InputLog,
+    pub(crate) input: InputLog,
     #[serde(rename = "Output Metrics")]
-    output: OutputLog,
+    pub(crate) output: OutputLog,
+    #[serde(rename = "Updated Blocks")]
+    pub(crate) updated_blocks: NoBlocks,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
-struct ShuffleReadLog {
+pub(crate) struct ShuffleReadLog {
     #[serde(rename = "Remote Blocks Fetched")]
-    remote_blocks_fetched: i64,
+    pub(crate) remote_blocks_fetched: i64,
     #[serde(rename = "Local Blocks Fetched")]
-    local_blocks_fetched: i64,
+    pub(crate) local_blocks_fetched: i64,
     #[serde(rename = "Fetch Wait Time")]
-    fetch_wait_time: i64,
+    pub(crate) fetch_wait_time: i64,
     #[serde(rename = "Remote Bytes Read")]
-    remote_bytes_read: i64,
+    pub(crate) remote_bytes_read: i64,
     #[serde(rename = "Remote Bytes Read To Disk")]
-    remote_bytes_read_to_disk: i64,
+    pub(crate) remote_bytes_read_to_disk: i64,
     #[serde(rename = "Local Bytes Read")]
-    local_bytes_read: i64,
+    pub(crate) local_bytes_read: i64,
     #[serde(rename = "Total Records Read")]
-    records_read: i64,
+    pub(crate) records_read: i64,
     #[serde(rename = "Remote Requests Duration")]
-    remote_reqs_duration: i64,
+    pub(crate) remote_reqs_duration: i64,
     #[serde(rename = "Push Based Shuffle")]
-    push: PushLog,
+    pub(crate) push: PushLog,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
-struct PushLog {
+pub(crate) struct PushLog {
     #[serde(rename = "Corrupt Merged Block Chunks")]
-    corrupt_merged_block_chunks: i64,
+    pub(crate) corrupt_merged_block_chunks: i64,
     #[serde(rename = "Merged Fetch Fallback Count")]
-    merged_fetch_fallback_count: i64,
+    pub(crate) merged_fetch_fallback_count: i64,
     #[serde(rename = "Merged Remote Blocks Fetched")]
-    merged_remote_blocks_fetched: i64,
+    pub(crate) merged_remote_blocks_fetched: i64,
     #[serde(rename = "Merged Local Blocks Fetched")]
-    merged_local_blocks_fetched: i64,
+    pub(crate) merged_local_blocks_fetched: i64,
     #[serde(rename = "Merged Remote Chunks Fetched")]
-    merged_remote_chunks_fetched: i64,
+    pub(crate) merged_remote_chunks_fetched: i64,
     #[serde(rename = "Merged Local Chunks Fetched")]
-    merged_local_chunks_fetched: i64,
+    pub(crate) merged_local_chunks_fetched: i64,
     #[serde(rename = "Merged Remote Bytes Read")]
-    merged_remote_bytes_read: i64,
+    pub(crate) merged_remote_bytes_read: i64,
     #[serde(rename = "Merged Local Bytes Read")]
-    merged_local_bytes_read: i64,
+    pub(crate) merged_local_bytes_read: i64,
     #[serde(rename = "Merged Remote Requests Duration")]
-    merged_remote_reqs_duration: i64,
+    pub(crate) merged_remote_reqs_duration: i64,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
-struct ShuffleWriteLog {
+pub(crate) struct ShuffleWriteLog {
     #[serde(rename = "Shuffle Bytes Written")]
-    bytes_written: i64,
+    pub(crate) bytes_written: i64,
     #[serde(rename = "Shuffle Write Time")]
-    write_time: i64,
+    pub(crate) write_time: i64,
     #[serde(rename = "Shuffle Records Written")]
-    records_written: i64,
+    pub(crate) records_written: i64,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
-struct InputLog {
+pub(crate) struct InputLog {
     #[serde(rename = "Bytes Read")]
-    bytes_read: i64,
+    pub(crate) bytes_read: i64,
     #[serde(rename = "Records Read")]
-    records_read: i64,
+    pub(crate) records_read: i64,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
-struct OutputLog {
+pub(crate) struct OutputLog {
     #[serde(rename = "Bytes Written")]
-    bytes_written: i64,
+    pub(crate) bytes_written: i64,
     #[serde(rename = "Records Written")]
-    records_written: i64,
+    pub(crate) records_written: i64,
+}
+
+/// Spark's `Updated Blocks` of a task: qprof has no block manager, so it writes none and
+/// reads past Spark's.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct NoBlocks;
+
+impl Serialize for NoBlocks {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_seq(Some(0))?.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for NoBlocks {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        de::IgnoredAny::deserialize(deserializer).map(|_| NoBlocks)
+    }
 }
 
 impl From<&MetricsLog> for TaskMetrics {

@@ -54,6 +54,18 @@ async fn context() -> SessionContext {
     ctx
 }
 
+/// The rows of `table` in `ctx`, counted by a query.
+async fn row_count(ctx: &SessionContext, table: &str) -> u64 {
+    let batches = ctx
+        .sql(&format!("select count(*) from {table}"))
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    batches[0].column(0).as_primitive::<Int64Type>().value(0) as u64
+}
+
 #[test]
 fn generation_writes_all_tables_and_marker() {
     let fx = fixture();
@@ -90,14 +102,7 @@ async fn row_counts_match_tpch_cardinalities() {
         ("supplier", 100),
     ]);
     for table in TABLES {
-        let batches = ctx
-            .sql(&format!("select count(*) from {table}"))
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap();
-        let count = batches[0].column(0).as_primitive::<Int64Type>().value(0) as u64;
+        let count = row_count(&ctx, table).await;
         assert_eq!(count, spec[table], "{table}");
         assert_eq!(Some(count), expected_row_count(fx.sf, table), "{table}");
     }
@@ -221,14 +226,7 @@ async fn the_smallest_scale_factor_generates_every_table() {
     let ctx = SessionContext::new();
     register_all(&ctx, &paths).await.unwrap();
     for table in TABLES {
-        let batches = ctx
-            .sql(&format!("select count(*) from {table}"))
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap();
-        let count = batches[0].column(0).as_primitive::<Int64Type>().value(0) as u64;
+        let count = row_count(&ctx, table).await;
         assert_eq!(Some(count), expected_row_count(sf, table), "{table}");
     }
     assert_eq!(expected_row_count(sf, "supplier"), Some(1));

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::DRIVER;
 use super::stages::NodeIndex;
+use crate::task_event::{InputLog, MetricsLog, ShuffleReadLog, ShuffleWriteLog};
 
 /// Per-task figures Spark's task metrics need, read from the profile's nodes.
 pub(super) struct TaskFigures {
@@ -66,166 +67,36 @@ pub(super) fn task_figures(
     f
 }
 
-/// Spark's `Task Metrics` of a task: what qprof measures in its slots, 0 in the JVM's.
-#[derive(Debug, Serialize)]
-pub(super) struct TaskMetrics {
-    #[serde(rename = "Executor Deserialize Time")]
-    deserialize_time: i64,
-    #[serde(rename = "Executor Deserialize CPU Time")]
-    deserialize_cpu_time: i64,
-    #[serde(rename = "Executor Run Time")]
-    run_time_millis: i64,
-    #[serde(rename = "Executor CPU Time")]
-    cpu_time_nanos: i64,
-    #[serde(rename = "Peak Execution Memory")]
-    peak_execution_memory: i64,
-    #[serde(rename = "Peak On Heap Execution Memory")]
-    peak_on_heap_execution_memory: i64,
-    #[serde(rename = "Peak Off Heap Execution Memory")]
-    peak_off_heap_execution_memory: i64,
-    #[serde(rename = "Result Size")]
-    result_size: i64,
-    #[serde(rename = "JVM GC Time")]
-    gc_time: i64,
-    #[serde(rename = "Result Serialization Time")]
-    result_serialization_time: i64,
-    #[serde(rename = "Memory Bytes Spilled")]
-    memory_bytes_spilled: i64,
-    #[serde(rename = "Disk Bytes Spilled")]
-    disk_bytes_spilled: i64,
-    #[serde(rename = "Shuffle Read Metrics")]
-    shuffle_read: ShuffleReadMetrics,
-    #[serde(rename = "Shuffle Write Metrics")]
-    shuffle_write: ShuffleWriteMetrics,
-    #[serde(rename = "Input Metrics")]
-    input: InputMetrics,
-    #[serde(rename = "Output Metrics")]
-    output: OutputMetrics,
-    #[serde(rename = "Updated Blocks")]
-    updated_blocks: [(); 0],
-}
-
-/// Spark's `Shuffle Read Metrics`: a stage's reads of its parents' output are local.
-#[derive(Debug, Serialize)]
-struct ShuffleReadMetrics {
-    #[serde(rename = "Remote Blocks Fetched")]
-    remote_blocks_fetched: i64,
-    #[serde(rename = "Local Blocks Fetched")]
-    local_blocks_fetched: i64,
-    #[serde(rename = "Fetch Wait Time")]
-    fetch_wait_time: i64,
-    #[serde(rename = "Remote Bytes Read")]
-    remote_bytes_read: i64,
-    #[serde(rename = "Remote Bytes Read To Disk")]
-    remote_bytes_read_to_disk: i64,
-    #[serde(rename = "Local Bytes Read")]
-    local_bytes_read: i64,
-    #[serde(rename = "Total Records Read")]
-    total_records_read: i64,
-    #[serde(rename = "Remote Requests Duration")]
-    remote_requests_duration: i64,
-    #[serde(rename = "Push Based Shuffle")]
-    push_based: PushBasedShuffle,
-}
-
-/// Spark's push-based shuffle counters, which qprof has no counterpart of.
-#[derive(Debug, Default, Serialize)]
-struct PushBasedShuffle {
-    #[serde(rename = "Corrupt Merged Block Chunks")]
-    corrupt_merged_block_chunks: i64,
-    #[serde(rename = "Merged Fetch Fallback Count")]
-    merged_fetch_fallback_count: i64,
-    #[serde(rename = "Merged Remote Blocks Fetched")]
-    merged_remote_blocks_fetched: i64,
-    #[serde(rename = "Merged Local Blocks Fetched")]
-    merged_local_blocks_fetched: i64,
-    #[serde(rename = "Merged Remote Chunks Fetched")]
-    merged_remote_chunks_fetched: i64,
-    #[serde(rename = "Merged Local Chunks Fetched")]
-    merged_local_chunks_fetched: i64,
-    #[serde(rename = "Merged Remote Bytes Read")]
-    merged_remote_bytes_read: i64,
-    #[serde(rename = "Merged Local Bytes Read")]
-    merged_local_bytes_read: i64,
-    #[serde(rename = "Merged Remote Requests Duration")]
-    merged_remote_requests_duration: i64,
-}
-
-/// Spark's `Shuffle Write Metrics`.
-#[derive(Debug, Serialize)]
-struct ShuffleWriteMetrics {
-    #[serde(rename = "Shuffle Bytes Written")]
-    bytes_written: i64,
-    #[serde(rename = "Shuffle Write Time")]
-    write_time: i64,
-    #[serde(rename = "Shuffle Records Written")]
-    records_written: i64,
-}
-
-/// Spark's `Input Metrics`.
-#[derive(Debug, Serialize)]
-struct InputMetrics {
-    #[serde(rename = "Bytes Read")]
-    bytes_read: i64,
-    #[serde(rename = "Records Read")]
-    records_read: i64,
-}
-
-/// Spark's `Output Metrics`.
-#[derive(Debug, Serialize)]
-struct OutputMetrics {
-    #[serde(rename = "Bytes Written")]
-    bytes_written: i64,
-    #[serde(rename = "Records Written")]
-    records_written: i64,
-}
-
-/// Spark's `Task Metrics` of `task`.
-pub(super) fn task_metrics(task: &TaskProfile, f: &TaskFigures, result_task: bool) -> TaskMetrics {
+/// Spark's `Task Metrics` of `task`: what qprof measures in its slots, 0 in the JVM's.
+pub(super) fn task_metrics(task: &TaskProfile, f: &TaskFigures, result_task: bool) -> MetricsLog {
     let v = |name: &str| task.value(name).unwrap_or(0);
     let (shuffle_bytes, shuffle_rows) = if result_task {
         (0, 0)
     } else {
         (f.output_bytes, f.output_rows)
     };
-    TaskMetrics {
-        deserialize_time: 0,
-        deserialize_cpu_time: 0,
-        run_time_millis: v(names::WALL_NANOS) / 1_000_000,
-        cpu_time_nanos: v(names::CPU_NANOS),
+    MetricsLog {
+        executor_run_time: v(names::WALL_NANOS) / 1_000_000,
+        executor_cpu_time: v(names::CPU_NANOS),
         peak_execution_memory: v(names::PEAK_MEMORY_BYTES),
-        peak_on_heap_execution_memory: 0,
         peak_off_heap_execution_memory: v(names::PEAK_MEMORY_BYTES),
         result_size: if result_task { f.output_bytes } else { 0 },
-        gc_time: 0,
-        result_serialization_time: 0,
-        memory_bytes_spilled: 0,
         disk_bytes_spilled: f.spilled_bytes,
-        shuffle_read: ShuffleReadMetrics {
-            remote_blocks_fetched: 0,
-            local_blocks_fetched: 0,
-            fetch_wait_time: 0,
-            remote_bytes_read: 0,
-            remote_bytes_read_to_disk: 0,
+        shuffle_read: ShuffleReadLog {
             local_bytes_read: f.shuffle_read_bytes,
-            total_records_read: f.shuffle_read_rows,
-            remote_requests_duration: 0,
-            push_based: PushBasedShuffle::default(),
+            records_read: f.shuffle_read_rows,
+            ..ShuffleReadLog::default()
         },
-        shuffle_write: ShuffleWriteMetrics {
+        shuffle_write: ShuffleWriteLog {
             bytes_written: shuffle_bytes,
-            write_time: 0,
             records_written: shuffle_rows,
+            ..ShuffleWriteLog::default()
         },
-        input: InputMetrics {
+        input: InputLog {
             bytes_read: f.input_bytes,
             records_read: f.input_rows,
         },
-        output: OutputMetrics {
-            bytes_written: 0,
-            records_written: 0,
-        },
-        updated_blocks: [],
+        ..MetricsLog::default()
     }
 }
 
@@ -441,7 +312,7 @@ pub struct TaskEnd {
     pub(super) reason: Value,
     pub(super) info: TaskInfo,
     pub(super) executor_metrics: Value,
-    pub(super) metrics: TaskMetrics,
+    pub(super) metrics: MetricsLog,
 }
 
 impl TaskEnd {
