@@ -25,6 +25,8 @@ use qprof_datafusion::{Profiler, QprofOptions, plan_timed_calls};
 use crate::client_pool::ConnectionPool;
 use crate::codec::QprofPhysicalCodec;
 use crate::engine::QprofExecutionEngine;
+pub use crate::guard::{EXECUTOR_LOST_FAILURE, FETCH_FAILED};
+use crate::guard::{GuardTimes, guard_jobs};
 use crate::observer::ClusterObserver;
 
 /// Why a scheduler or an executor could not start or stopped.
@@ -75,6 +77,8 @@ pub async fn run_scheduler(
         .with_task_distribution(TaskDistributionPolicy::RoundRobin);
     config.executor_timeout_seconds = options.executor_timeout_seconds;
     config.expire_dead_executor_interval_seconds = options.executor_timeout_seconds.clamp(1, 15);
+    // jobs left when the last executor is lost fail after a timeout, not Ballista's 180 s
+    config.no_executors_grace_period_seconds = options.executor_timeout_seconds;
     if observer.is_some() {
         // function calls planned timed, as the client's options ask, and shipped so
         config.override_config_producer = Some(Arc::new(qprof_config));
@@ -84,7 +88,7 @@ pub async fn run_scheduler(
         )));
     }
     let cluster = BallistaCluster::new_from_config(&config).await?;
-    let cluster = match observer {
+    let cluster = match &observer {
         Some(observer) => {
             let (jobs, executors) = observer.observe(cluster.job_state(), cluster.cluster_state());
             BallistaCluster::new(executors, jobs)
@@ -93,7 +97,19 @@ pub async fn run_scheduler(
     };
     let scheduler =
         create_scheduler::<LogicalPlanNode, PhysicalPlanNode>(cluster, Arc::new(config)).await?;
-    start_grpc_service_with_listener(listener, scheduler).await?;
+    // a job left stuck by a lost executor is failed rather than left hanging
+    let guard = observer.as_ref().map(|observer| {
+        let times = GuardTimes {
+            period: Duration::from_secs(1),
+            grace: Duration::from_secs(options.executor_timeout_seconds.clamp(2, 30)),
+        };
+        tokio::spawn(guard_jobs(scheduler.clone(), Arc::clone(observer), times))
+    });
+    let served = start_grpc_service_with_listener(listener, scheduler).await;
+    if let Some(guard) = guard {
+        guard.abort();
+    }
+    served?;
     Ok(())
 }
 
@@ -208,6 +224,30 @@ pub async fn run_executor(
     Ok(outcome?)
 }
 
+/// `config` with Ballista's options as qprof's clients run: Ballista's static planner
+/// (its adaptive one cannot recompute shuffle output lost with an executor: such a job
+/// never ends), and a task per partition, as Spark has (Ballista's default packs as many
+/// partitions into a task as its executor has free slots, so the first executor offered
+/// takes a small stage whole). Statements may set either back.
+pub fn client_config(config: SessionConfig) -> SessionConfig {
+    use ballista::prelude::SessionConfigExt;
+    use ballista_core::config::{
+        BALLISTA_ADAPTIVE_PLANNER_ENABLED, BALLISTA_SCHEDULER_MAX_PARTITIONS_PER_TASK,
+    };
+    config
+        .upgrade_for_ballista()
+        .set_bool(BALLISTA_ADAPTIVE_PLANNER_ENABLED, false)
+        .set_usize(BALLISTA_SCHEDULER_MAX_PARTITIONS_PER_TASK, 1)
+}
+
+/// Whether `error`, a job's failure, is the loss of an executor that had some of its
+/// tasks or shuffle output ([`EXECUTOR_LOST_FAILURE`], [`FETCH_FAILED`]): the same query
+/// run again, on the executors left, may succeed.
+pub fn failed_for_a_lost_executor(error: &datafusion::error::DataFusionError) -> bool {
+    let text = error.to_string();
+    text.contains(EXECUTOR_LOST_FAILURE) || text.contains(FETCH_FAILED)
+}
+
 /// A client session on the cluster whose scheduler is at `url` (`df://HOST:PORT`), with
 /// `config` (a job's name, partitions, …). It connects with its first query.
 ///
@@ -218,6 +258,7 @@ pub async fn remote_session(
     config: SessionConfig,
 ) -> datafusion::error::Result<datafusion::prelude::SessionContext> {
     use ballista::prelude::SessionContextExt;
+    let config = client_config(config);
     let state = datafusion::execution::SessionStateBuilder::new()
         .with_config(config)
         .with_default_features()

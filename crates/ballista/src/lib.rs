@@ -22,6 +22,7 @@ pub mod cluster;
 mod codec;
 mod engine;
 mod functions;
+mod guard;
 mod observer;
 pub mod profile;
 pub mod wire;

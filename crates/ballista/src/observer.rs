@@ -34,6 +34,7 @@ use qprof_core::events::{
 };
 use qprof_core::executor_memory::MemorySample;
 
+use crate::guard::{executor_lost_reason, failed_with, recovery_reason};
 use crate::profile::{AppIds, ClusterView, JobRecord, LaunchedTask, query_profile};
 
 /// Heartbeat samples kept per executor (at one a second, over an hour).
@@ -122,6 +123,23 @@ struct ObserverState {
     /// The client's session id of each session context the scheduler made (it makes its
     /// own contexts, with ids of their own, for a client's session).
     client_sessions: HashMap<String, String>,
+    /// Why the guard failed each job it cancelled, until the job's failure is saved.
+    guard_reasons: HashMap<String, String>,
+    /// Jobs running when an executor they had tasks on was lost, with that executor:
+    /// they fail (see [`crate::guard`]).
+    hit_by_loss: HashMap<String, String>,
+    /// Each executor's task slots, as the scheduler's own count should have them.
+    slots: HashMap<String, Slots>,
+}
+
+/// An executor's task slots: how many it has, and how many the scheduler's cluster
+/// state holds free, followed through every bind and unbind that passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slots {
+    /// All the executor's slots.
+    pub(crate) total: u32,
+    /// Those not bound to a task.
+    pub(crate) free: i64,
 }
 
 impl ClusterObserver {
@@ -414,8 +432,71 @@ impl ClusterObserver {
         });
     }
 
+    /// Records that the guard is failing `job_id` for `reason`: its failure is saved
+    /// with that reason instead of Ballista's "Cancelled".
+    pub(crate) fn job_failed_by_guard(&self, job_id: &JobId, reason: String) {
+        self.lock()
+            .guard_reasons
+            .insert(job_id.as_str().to_string(), reason);
+    }
+
+    /// The running jobs an executor's loss hit, not yet failed by the guard.
+    pub(crate) fn jobs_hit_by_loss(&self) -> Vec<String> {
+        let state = self.lock();
+        state
+            .hit_by_loss
+            .keys()
+            .filter(|job| !state.guard_reasons.contains_key(*job))
+            .cloned()
+            .collect()
+    }
+
+    /// `graph` as it should be saved: failed, if the guard failed it or an executor's
+    /// loss hit it while it ran (`None`: as it is).
+    fn saved_outcome(
+        &self,
+        job_id: &JobId,
+        graph: &ExecutionGraphBox,
+    ) -> Option<ExecutionGraphBox> {
+        let ended = matches!(
+            graph.status().status,
+            Some(job_status::Status::Failed(_) | job_status::Status::Successful(_))
+        );
+        if !ended {
+            return None;
+        }
+        let reason = {
+            let mut state = self.lock();
+            let guarded = state.guard_reasons.remove(job_id.as_str());
+            let lost = state.hit_by_loss.remove(job_id.as_str());
+            guarded
+                .or_else(|| lost.map(|executor| executor_lost_reason(&executor)))
+                .or_else(|| recovery_reason(graph.as_ref()))?
+        };
+        Some(failed_with(graph, reason))
+    }
+
+    /// The slots of each executor the scheduler has.
+    pub(crate) fn slots(&self) -> HashMap<String, Slots> {
+        self.lock().slots.clone()
+    }
+
+    fn slots_unbound(&self, unbound: &[ExecutorSlot]) {
+        let mut state = self.lock();
+        for (executor, n) in unbound {
+            if let Some(slots) = state.slots.get_mut(executor) {
+                slots.free += i64::from(*n);
+            }
+        }
+    }
+
     fn executor_registered(&self, metadata: &ExecutorMetadata, spec: &ExecutorData) {
         let mut state = self.lock();
+        // (a second registration of an executor the scheduler has is refused)
+        state.slots.entry(metadata.id.clone()).or_insert(Slots {
+            total: spec.total_vcores,
+            free: i64::from(spec.available_vcores),
+        });
         let now = epoch_millis();
         let executor = Executor {
             host: metadata.host.clone(),
@@ -441,6 +522,20 @@ impl ClusterObserver {
 
     fn executor_removed(&self, executor_id: &str) {
         let mut state = self.lock();
+        state.slots.remove(executor_id);
+        // the jobs running with tasks on it fail, rather than trust Ballista's recovery
+        let hit: Vec<String> = state
+            .launched
+            .iter()
+            .filter(|(job, tasks)| {
+                tasks.iter().any(|t| t.executor_id == executor_id)
+                    && state.jobs.get(*job).is_some_and(|j| !j.ended)
+            })
+            .map(|(job, _)| job.clone())
+            .collect();
+        for job in hit {
+            state.hit_by_loss.insert(job, executor_id.to_string());
+        }
         if state.executors.remove(executor_id).is_none() {
             return;
         }
@@ -502,6 +597,9 @@ impl ClusterObserver {
         let now = epoch_millis();
         let mut state = self.lock();
         for (executor, task) in bound {
+            if let Some(slots) = state.slots.get_mut(executor) {
+                slots.free -= i64::from(task.vcores_consumed);
+            }
             state
                 .launched
                 .entry(task.key.job_id.as_str().to_string())
@@ -587,6 +685,10 @@ impl JobState for ObservedJobState {
     }
 
     async fn save_job(&self, job_id: &JobId, graph: &ExecutionGraphBox) -> Result<()> {
+        if let Some(failed) = self.observer.saved_outcome(job_id, graph) {
+            self.observer.job_saved(job_id, &failed);
+            return self.inner.save_job(job_id, &failed).await;
+        }
         self.observer.job_saved(job_id, graph);
         self.inner.save_job(job_id, graph).await
     }
@@ -667,6 +769,7 @@ impl ClusterState for ObservedClusterState {
     }
 
     async fn unbind_tasks(&self, executor_slots: Vec<ExecutorSlot>) -> Result<()> {
+        self.observer.slots_unbound(&executor_slots);
         self.inner.unbind_tasks(executor_slots).await
     }
 

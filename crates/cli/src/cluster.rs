@@ -13,7 +13,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use qprof_ballista::ClusterObserver;
 use qprof_ballista::cluster::{
-    ExecutorOptions, SchedulerOptions, end_session, remote_session, run_executor, run_scheduler,
+    ExecutorOptions, SchedulerOptions, end_session, failed_for_a_lost_executor, remote_session,
+    run_executor, run_scheduler,
 };
 use qprof_core::events::Listener;
 use qprof_datafusion::Profiler;
@@ -47,6 +48,10 @@ pub(crate) struct SchedulerArgs {
     /// How long an executor may go without a heartbeat before it counts as lost, e.g. 15s.
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
     pub executor_timeout: std::time::Duration,
+    /// Run Ballista's own scheduler, without qprof (and no event log): to tell
+    /// Ballista's behaviour from qprof's.
+    #[arg(long)]
+    pub without_qprof: bool,
 }
 
 #[derive(Debug, Args)]
@@ -78,6 +83,10 @@ pub(crate) struct ExecutorArgs {
     /// Seconds between heartbeats to the scheduler.
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub heartbeat: std::time::Duration,
+    /// Run Ballista's own executor, without qprof: to tell Ballista's behaviour from
+    /// qprof's.
+    #[arg(long)]
+    pub without_qprof: bool,
 }
 
 pub(crate) async fn dispatch(command: ClusterCommand) -> Result<()> {
@@ -124,8 +133,9 @@ async fn scheduler(args: SchedulerArgs) -> Result<()> {
             }
         }
     });
+    let observed = (!args.without_qprof).then(|| Arc::clone(&observer));
     let outcome = tokio::select! {
-        served = run_scheduler(listener, Some(Arc::clone(&observer)), &options) => {
+        served = run_scheduler(listener, observed, &options) => {
             served.context("the scheduler stopped")
         }
         _ = shutdown_signal() => Ok(()),
@@ -168,7 +178,7 @@ async fn executor(args: ExecutorArgs) -> Result<()> {
     // while to start, then say so
     let scheduler = options.scheduler.to_string();
     reach_scheduler(&scheduler, &scheduler, SCHEDULER_PATIENCE).await?;
-    run_executor(&options, Some(Profiler::new()))
+    run_executor(&options, (!args.without_qprof).then(Profiler::new))
         .await
         .context("the executor stopped")
 }
@@ -370,7 +380,12 @@ pub(crate) async fn run_sql(args: SqlArgs, url: &str) -> Result<()> {
     }
 }
 
-/// Runs `sql` in the client session `ctx` as the job called `name`; its batches.
+/// Times a query is run again when an executor's loss fails it.
+const RUNS_AFTER_A_LOSS: usize = 2;
+
+/// Runs `sql` in the client session `ctx` as the job called `name`; its batches. A job
+/// failed by the loss of an executor runs again on the executors left (each loss said
+/// on stderr), up to [`RUNS_AFTER_A_LOSS`] times.
 async fn run_job(
     ctx: &datafusion::prelude::SessionContext,
     name: &str,
@@ -383,5 +398,17 @@ async fn run_job(
     .await?
     .collect()
     .await?;
-    ctx.sql(sql).await?.collect().await
+    let mut runs = 0;
+    loop {
+        match ctx.sql(sql).await?.collect().await {
+            Err(e) if runs < RUNS_AFTER_A_LOSS && failed_for_a_lost_executor(&e) => {
+                runs += 1;
+                eprintln!(
+                    "{name}: {}; running it again",
+                    qprof_datafusion::error_line(&e)
+                );
+            }
+            outcome => return outcome,
+        }
+    }
 }
