@@ -39,6 +39,8 @@ pub(crate) enum Stuck {
     NothingToRun { stages: String },
     /// Its only tasks out are on executors the scheduler no longer has.
     OnLostExecutors { executors: Vec<String> },
+    /// It has tasks to hand out and the cluster has no executor.
+    NoExecutors,
 }
 
 impl Stuck {
@@ -51,6 +53,9 @@ impl Stuck {
                  does not recompute lost shuffle output (set \
                  ballista.planner.adaptive.enabled = false)"
             ),
+            Stuck::NoExecutors => {
+                "no executor to run the job's tasks: the cluster has none".to_string()
+            }
             Stuck::OnLostExecutors { executors } => format!(
                 "the job could not progress: its running tasks are on executors that were \
                  lost ({})",
@@ -160,7 +165,7 @@ pub(crate) fn stuck(graph: &ExecutionGraphBox, executors: &HashSet<String>) -> O
     let running = graph.running_tasks();
     if running.is_empty() {
         if graph.available_tasks() > 0 {
-            return None;
+            return executors.is_empty().then_some(Stuck::NoExecutors);
         }
         let mut stages: Vec<(usize, &'static str)> = graph
             .stages()

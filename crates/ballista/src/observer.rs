@@ -52,6 +52,8 @@ pub struct ClusterObserver {
     /// profile and writing it never holds up the scheduler, nor takes a core from a
     /// client fetching the job's results or from the next job.
     poster: Mutex<mpsc::Sender<Work>>,
+    /// The ids of the executors the scheduler has, sorted.
+    members: tokio::sync::watch::Sender<Vec<String>>,
 }
 
 /// Something for the posting thread to do.
@@ -150,6 +152,7 @@ impl ClusterObserver {
             engine: format!("DataFusion {} on Ballista", datafusion::DATAFUSION_VERSION),
             state: Mutex::new(ObserverState::default()),
             poster: Mutex::new(start_poster()),
+            members: tokio::sync::watch::Sender::new(Vec::new()),
         })
     }
 
@@ -205,6 +208,18 @@ impl ClusterObserver {
                 observer: Arc::clone(self),
             }),
         )
+    }
+
+    /// The ids of the executors the scheduler has (sorted), as they change: a client or a
+    /// test can wait for the executors it expects.
+    pub fn executors(&self) -> tokio::sync::watch::Receiver<Vec<String>> {
+        self.members.subscribe()
+    }
+
+    fn publish_members(&self, state: &ObserverState) {
+        let mut ids: Vec<String> = state.executors.keys().cloned().collect();
+        ids.sort();
+        self.members.send_replace(ids);
     }
 
     /// The ids of the applications open now (client sessions that ran a job and did not
@@ -518,6 +533,7 @@ impl ClusterObserver {
         }
         state.removed.remove(&metadata.id);
         state.executors.insert(metadata.id.clone(), executor);
+        self.publish_members(&state);
     }
 
     fn executor_removed(&self, executor_id: &str) {
@@ -539,6 +555,7 @@ impl ClusterObserver {
         if state.executors.remove(executor_id).is_none() {
             return;
         }
+        self.publish_members(&state);
         let now = epoch_millis();
         // tasks still out on it when it went: the executor was lost under them
         let busy = state

@@ -118,7 +118,14 @@ async fn a_query_on_two_executors_is_profiled_per_task_and_executor() {
     // the session connects with its first query
     let ctx = remote_session(&url, config.clone()).await.unwrap();
     // both executors registered before the job, so that both can get its tasks
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut members = observer.executors();
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        members.wait_for(|ids| ids.len() == 2),
+    )
+    .await
+    .expect("both executors register within a minute")
+    .unwrap();
     ctx.register_parquet("t", &table, ParquetReadOptions::default())
         .await
         .unwrap();

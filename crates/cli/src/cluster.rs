@@ -124,6 +124,21 @@ async fn scheduler(args: SchedulerArgs) -> Result<()> {
         "scheduler listening on df://{bound}; event logs in {}",
         args.event_log_dir.display()
     );
+    // executors joining and leaving, said as they do
+    let mut members = observer.executors();
+    let membership = tokio::spawn(async move {
+        let mut known: Vec<String> = Vec::new();
+        while members.changed().await.is_ok() {
+            let now = members.borrow_and_update().clone();
+            for id in now.iter().filter(|id| !known.contains(id)) {
+                println!("executor {id} joined");
+            }
+            for id in known.iter().filter(|id| !now.contains(id)) {
+                println!("executor {id} left");
+            }
+            known = now;
+        }
+    });
     let failures = Arc::clone(&observer);
     let reporter = tokio::spawn(async move {
         loop {
@@ -141,6 +156,7 @@ async fn scheduler(args: SchedulerArgs) -> Result<()> {
         _ = shutdown_signal() => Ok(()),
     };
     reporter.abort();
+    membership.abort();
     // applications still open end with the scheduler
     observer.finish_all(i32::from(outcome.is_err()));
     outcome
@@ -206,6 +222,13 @@ async fn reach_scheduler(address: &str, shown: &str, patience: Duration) -> Resu
     }
 }
 
+/// Whether the scheduler at `url` no longer accepts connections (a job's failure then
+/// says so rather than what the broken connection left).
+async fn scheduler_gone(url: &str) -> bool {
+    let address = url.strip_prefix("df://").unwrap_or(url);
+    reach_scheduler(address, url, Duration::ZERO).await.is_err()
+}
+
 /// Ctrl-C or SIGTERM.
 async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
@@ -269,6 +292,9 @@ pub(crate) async fn run_tpch(args: RunArgs, url: &str) -> Result<()> {
                     "q{q:<3} {rows:>8} rows {:>10.1} ms",
                     crate::run::millis(start.elapsed())
                 );
+            }
+            Err(_) if scheduler_gone(url).await => {
+                bail!("TPC-H query {q}: the scheduler at {url} stopped answering");
             }
             Err(e) => {
                 let line = qprof_datafusion::error_line(&e);
@@ -354,6 +380,9 @@ pub(crate) async fn run_sql(args: SqlArgs, url: &str) -> Result<()> {
                     batches.iter().map(|b| b.num_rows()).sum::<usize>(),
                     crate::run::millis(start.elapsed())
                 );
+            }
+            Err(_) if scheduler_gone(url).await => {
+                bail!("{label}: the scheduler at {url} stopped answering");
             }
             Err(e) if !several => {
                 let _ = end_session(url, &session_id).await;

@@ -1,16 +1,21 @@
 //! A Ballista cluster of `qprof cluster` processes on 127.0.0.1 (one scheduler, two
 //! executors) runs TPC-H: the results equal one process's; the scheduler's event log
 //! shows both executors, per-stage memory peaks and every operator's metrics to
-//! `qprof serve` and spark-history-cli; an executor killed with -9 mid-query is recorded
-//! as lost with its tasks, and the run completes.
+//! `qprof serve` and spark-history-cli. Killed with -9 (each moment driven by what the
+//! run shows, never by a sleep): an executor while its tasks run or between queries
+//! costs the query it hit a run again, never the run or its answers; every executor
+//! fails the run on one line; the scheduler fails the client at once on one line. The
+//! log keeps every query, the lost executors and the failed tasks with their reasons.
 //!
 //! Needs what `scripts/install-test-deps.sh` installs (spark-history-cli in
 //! `target/test-venv`).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use common::cluster::LocalCluster;
 use common::http_get;
@@ -216,76 +221,175 @@ fn tpch_on_two_executors_matches_one_process_and_logs_both() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// How long a run may take at most, its executor losses included: the executor timeout
+/// (5 s), the guard's grace (5 s) and the queries run again, with room for a slow debug
+/// build on a busy machine.
+const RUN_DEADLINE: Duration = Duration::from_secs(240);
+
+/// A cluster run of `queries` started in the background, its output line by line.
+struct Background {
+    child: Child,
+    stdout: mpsc::Receiver<String>,
+    printed: Vec<String>,
+}
+
+impl Background {
+    fn start(cluster: &LocalCluster, dir: &Path, queries: &str) -> Background {
+        let mut child = cluster_run(cluster, dir, queries)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let (sender, stdout) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                let _ = sender.send(line);
+            }
+        });
+        Background {
+            child,
+            stdout,
+            printed: Vec::new(),
+        }
+    }
+
+    /// Waits until the run prints a line starting with `prefix`.
+    fn wait_for_line(&mut self, prefix: &str) {
+        let deadline = Instant::now() + RUN_DEADLINE;
+        while !self.printed.iter().any(|l| l.starts_with(prefix)) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.stdout.recv_timeout(left) {
+                Ok(line) => self.printed.push(line),
+                Err(e) => panic!("the run printed no {prefix:?} ({e}): {:?}", self.printed),
+            }
+        }
+    }
+
+    /// Waits for the run's end (killing it if it does not end by [`RUN_DEADLINE`]):
+    /// whether it succeeded, what it printed and its stderr.
+    fn finish(mut self) -> (bool, String, String) {
+        let deadline = Instant::now() + RUN_DEADLINE;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                panic!("the run did not end: {:?}", self.printed);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        self.printed.extend(self.stdout.iter());
+        let mut stderr = String::new();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        (status.success(), self.printed.join("\n"), stderr)
+    }
+}
+
+/// Waits until `work` (an executor's work directory) holds an entry it did not hold
+/// when the wait began: shuffle output of a task that ran there.
+fn wait_for_shuffle_output(work: &Path) {
+    let entries = || -> Vec<PathBuf> {
+        std::fs::read_dir(work)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect()
+    };
+    let before = entries();
+    let deadline = Instant::now() + RUN_DEADLINE;
+    while entries().iter().all(|e| before.contains(e)) {
+        assert!(
+            Instant::now() < deadline,
+            "no task ran in {}",
+            work.display()
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The application the scheduler logged, as `qprof serve` shows it: its REST base path.
+fn logged_app(server: &Server) -> String {
+    let apps = json(server, "/api/v1/applications");
+    assert_eq!(apps.as_array().unwrap().len(), 1, "{apps}");
+    format!("/api/v1/applications/{}", apps[0]["id"].as_str().unwrap())
+}
+
+/// Checks the log of a run during which `lost` was killed: the executor is listed
+/// removed as lost, the tasks it took down are failed tasks naming it, every query has
+/// a completed execution, and each execution the loss failed names the loss.
+fn check_loss_logged(server: &Server, lost: &str, queries: usize) {
+    let base = logged_app(server);
+    let executors = json(server, &format!("{base}/allexecutors"));
+    let gone = executors
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == lost)
+        .unwrap_or_else(|| panic!("{lost} is not listed: {executors}"));
+    assert_eq!(gone["isActive"], false, "{gone}");
+    assert!(
+        gone["removeReason"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("lost")
+            || gone["removeReason"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("removed"),
+        "{gone}"
+    );
+    let sql = json(server, &format!("{base}/sql?length=100"));
+    let sql = sql.as_array().unwrap();
+    let mut completed: Vec<&str> = sql
+        .iter()
+        .filter(|e| e["status"] == "COMPLETED")
+        .map(|e| e["description"].as_str().unwrap())
+        .collect();
+    completed.sort_unstable();
+    completed.dedup();
+    assert_eq!(completed.len(), queries, "{sql:?}");
+    for failed in sql.iter().filter(|e| e["status"] == "FAILED") {
+        let message = failed["errorMessage"].as_str().unwrap_or("");
+        assert!(
+            message.contains("ExecutorLostFailure") || message.contains("FetchFailed"),
+            "{failed}"
+        );
+    }
+}
+
 #[test]
-fn an_executor_killed_mid_query_is_recorded_lost_and_the_run_completes() {
+fn an_executor_killed_while_its_tasks_run_costs_a_rerun_not_the_run() {
     let dir = temp_dir("cluster-kill");
     let queries = "1,9";
     let expected = local_rows(&dir, queries);
     let mut cluster = LocalCluster::start(&dir, &["exec-1", "exec-2"]);
-    let mut run = cluster_run(&cluster, &dir, queries)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(run.stdout.take().unwrap());
-    let mut printed = String::new();
+    let mut run = Background::start(&cluster, &dir, queries);
     // the first query's end is logged before the loss
-    stdout.read_line(&mut printed).unwrap();
-    assert!(printed.starts_with("q1 "), "{printed:?}");
+    run.wait_for_line("q1 ");
     // exec-2 dies as soon as it writes shuffle output of the next query: a task of an
     // early stage ran there, and the stages after it are still to run
-    let work = dir.join("work-exec-2");
-    let before: Vec<_> = std::fs::read_dir(&work)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while std::fs::read_dir(&work)
-        .unwrap()
-        .all(|e| before.contains(&e.unwrap().path()))
-    {
-        assert!(std::time::Instant::now() < deadline, "exec-2 got no task");
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
+    wait_for_shuffle_output(&dir.join("work-exec-2"));
     cluster.kill("exec-2");
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
-    printed.push_str(&rest);
-    let status = run.wait().unwrap();
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut stderr).unwrap();
-    assert!(status.success(), "{printed}\n{stderr}");
+    let (success, printed, stderr) = run.finish();
+    assert!(success, "{printed}\n{stderr}");
     assert_eq!(printed_rows(&printed), expected);
+    // the query the loss hit was failed, said on one line, and run again
+    for line in stderr.lines() {
+        assert!(line.ends_with("running it again"), "{stderr}");
+        assert!(line.contains("ExecutorLostFailure") || line.contains("FetchFailed"));
+    }
+    cluster.wait_for("executor exec-2 left");
 
     let server = Server::start(&cluster.events);
-    let apps = json(&server, "/api/v1/applications");
-    let app = apps[0]["id"].as_str().unwrap().to_string();
-    let base = format!("/api/v1/applications/{app}");
-    // nothing logged before the loss is lost: every query is there, completed
-    let sql = json(&server, &format!("{base}/sql"));
-    assert_eq!(sql.as_array().unwrap().len(), 2);
-    assert!(
-        sql.as_array()
-            .unwrap()
-            .iter()
-            .all(|e| e["status"] == "COMPLETED")
-    );
-    let executors = json(&server, &format!("{base}/allexecutors"));
-    let lost = executors
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["id"] == "exec-2")
-        .expect("exec-2 is listed");
-    assert_eq!(lost["isActive"], false, "{lost}");
-    assert!(
-        lost["removeReason"]
-            .as_str()
-            .unwrap_or("")
-            .starts_with("lost"),
-        "{lost}"
-    );
+    check_loss_logged(&server, "exec-2", 2);
     // the tasks it took down are failed tasks, with the reason
+    let base = logged_app(&server);
     let failed = json(
         &server,
         &format!("{base}/stages?details=true&taskStatus=FAILED"),
@@ -299,6 +403,105 @@ fn an_executor_killed_mid_query_is_recorded_lost_and_the_run_completes() {
         .collect();
     assert!(!reasons.is_empty(), "no failed task was recorded");
     assert!(reasons.iter().any(|r| r.contains("exec-2")), "{reasons:?}");
+    drop(server);
+    drop(cluster);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_executor_killed_between_queries_leaves_the_run_complete() {
+    let dir = temp_dir("cluster-idle-kill");
+    let queries = "1,3,9";
+    let expected = local_rows(&dir, queries);
+    let mut cluster = LocalCluster::start(&dir, &["exec-1", "exec-2"]);
+    let mut run = Background::start(&cluster, &dir, queries);
+    // idle: its tasks of the first query have ended, the next query's are to come (the
+    // scheduler learns of the loss when it launches them, or by its heartbeat timeout)
+    run.wait_for_line("q1 ");
+    cluster.kill("exec-2");
+    let (success, printed, stderr) = run.finish();
+    assert!(success, "{printed}\n{stderr}");
+    assert_eq!(printed_rows(&printed), expected);
+    cluster.wait_for("executor exec-2 left");
+    let server = Server::start(&cluster.events);
+    check_loss_logged(&server, "exec-2", 3);
+    drop(server);
+    drop(cluster);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn every_executor_killed_fails_the_run_on_one_line_and_keeps_the_log() {
+    let dir = temp_dir("cluster-kill-all");
+    let queries = "1,9";
+    let mut cluster = LocalCluster::start(&dir, &["exec-1", "exec-2"]);
+    let mut run = Background::start(&cluster, &dir, queries);
+    run.wait_for_line("q1 ");
+    wait_for_shuffle_output(&dir.join("work-exec-1"));
+    cluster.kill("exec-1");
+    cluster.kill("exec-2");
+    let (success, printed, stderr) = run.finish();
+    assert!(!success, "{printed}\n{stderr}");
+    // the first query completed; the second failed with one line saying why
+    assert_eq!(printed_rows(&printed).len(), 1, "{printed}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(last.contains("1 of the queries failed"), "{stderr}");
+    let failure = stderr
+        .lines()
+        .find(|l| l.starts_with("error: TPC-H query 9"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(failure.contains("executor"), "{failure}");
+    cluster.wait_for("executor exec-1 left");
+    cluster.wait_for("executor exec-2 left");
+    let server = Server::start(&cluster.events);
+    let base = logged_app(&server);
+    let sql = json(&server, &format!("{base}/sql?length=100"));
+    let sql = sql.as_array().unwrap();
+    assert!(
+        sql.iter()
+            .any(|e| e["description"] == "q1" && e["status"] == "COMPLETED"),
+        "{sql:?}"
+    );
+    assert!(
+        sql.iter()
+            .any(|e| e["description"] == "q9" && e["status"] == "FAILED"),
+        "{sql:?}"
+    );
+    drop(server);
+    drop(cluster);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_scheduler_killed_mid_query_fails_the_client_on_one_line() {
+    let dir = temp_dir("cluster-kill-scheduler");
+    let mut cluster = LocalCluster::start(&dir, &["exec-1", "exec-2"]);
+    let mut run = Background::start(&cluster, &dir, "1,9");
+    run.wait_for_line("q1 ");
+    wait_for_shuffle_output(&dir.join("work-exec-1"));
+    cluster.kill_scheduler();
+    let (success, printed, stderr) = run.finish();
+    assert!(!success, "{printed}\n{stderr}");
+    let errors: Vec<&str> = stderr.lines().collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].starts_with("error: TPC-H query 9: the scheduler at df://")
+            && errors[0].ends_with("stopped answering"),
+        "{stderr}"
+    );
+    // what was logged replays, as an application that did not end
+    let server = Server::start(&cluster.events);
+    let apps = json(&server, "/api/v1/applications");
+    assert_eq!(apps[0]["attempts"][0]["completed"], false, "{apps}");
+    let base = logged_app(&server);
+    let sql = json(&server, &format!("{base}/sql?length=100"));
+    assert!(
+        sql.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["description"] == "q1" && e["status"] == "COMPLETED"),
+        "{sql}"
+    );
     drop(server);
     drop(cluster);
     std::fs::remove_dir_all(&dir).unwrap();

@@ -4,7 +4,8 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 /// A port nothing listens on now.
 pub(crate) fn free_port() -> u16 {
@@ -22,6 +23,20 @@ fn first_line(child: &mut Child) -> String {
     out.read_line(&mut line).unwrap();
     std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
     line
+}
+
+/// Every line `child` prints, as it prints them.
+fn lines(child: &mut Child) -> mpsc::Receiver<String> {
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in out.lines().map_while(Result::ok) {
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    receiver
 }
 
 /// A child process killed (SIGKILL) when dropped.
@@ -44,6 +59,10 @@ pub(crate) struct LocalCluster {
     pub(crate) executors: Vec<(String, Process)>,
     /// Dropped last: the executors go first.
     pub(crate) scheduler: Process,
+    /// What the scheduler prints (executors joining and leaving).
+    said: mpsc::Receiver<String>,
+    /// What it printed so far.
+    heard: Vec<String>,
 }
 
 impl LocalCluster {
@@ -61,7 +80,8 @@ impl LocalCluster {
             .stderr(std::fs::File::create(dir.join("scheduler.log")).unwrap())
             .spawn()
             .unwrap();
-        let line = first_line(&mut scheduler);
+        let said = lines(&mut scheduler);
+        let line = said.recv_timeout(Duration::from_secs(60)).unwrap();
         assert!(line.contains("listening"), "the scheduler says {line:?}");
         let scheduler = Process(scheduler);
         let mut started = Vec::new();
@@ -86,14 +106,36 @@ impl LocalCluster {
             assert!(line.contains("task slots"), "executor {id} says {line:?}");
             started.push((id.to_string(), Process(child)));
         }
-        // registration follows the start within a heartbeat
-        std::thread::sleep(Duration::from_secs(3));
-        LocalCluster {
+        let mut cluster = LocalCluster {
             url: format!("df://127.0.0.1:{port}"),
             events,
             executors: started,
             scheduler,
+            said,
+            heard: Vec::new(),
+        };
+        for id in executors {
+            cluster.wait_for(&format!("executor {id} joined"));
         }
+        cluster
+    }
+
+    /// Waits (a minute at most) until the scheduler says `line`.
+    pub(crate) fn wait_for(&mut self, line: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !self.heard.iter().any(|l| l == line) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.said.recv_timeout(left) {
+                Ok(said) => self.heard.push(said),
+                Err(e) => panic!("the scheduler did not say {line:?} ({e}): {:?}", self.heard),
+            }
+        }
+    }
+
+    /// Kills the scheduler at once (SIGKILL).
+    pub(crate) fn kill_scheduler(&mut self) {
+        self.scheduler.0.kill().unwrap();
+        self.scheduler.0.wait().unwrap();
     }
 
     /// Kills executor `id` at once (SIGKILL).
