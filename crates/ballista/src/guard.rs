@@ -65,11 +65,7 @@ impl Stuck {
     }
 }
 
-/// How a job's failure starts when an executor's loss cost it shuffle output or tasks
-/// (Spark's name for a task lost with its executor).
-pub const EXECUTOR_LOST_FAILURE: &str = "ExecutorLostFailure";
-/// How a job's failure starts when a task could not fetch shuffle output (Spark's name).
-pub const FETCH_FAILED: &str = "FetchFailed";
+pub use qprof_core::profile::{EXECUTOR_LOST_FAILURE, FETCH_FAILED};
 
 /// Why a job fails that was running when `executor`, which had some of its tasks, was
 /// lost.

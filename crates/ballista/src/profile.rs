@@ -17,8 +17,8 @@ use datafusion::physical_plan::{ExecutionPlan, displayable};
 use qprof_core::executor_memory::MemorySample;
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
 use qprof_core::profile::{
-    ExecutorRef, NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskMetric, TaskProfile,
-    names,
+    EXECUTOR_LOST_FAILURE, ExecutorRef, FETCH_FAILED, NodeMetric, ProfileNode, QueryProfile,
+    StageProfile, TaskMetric, TaskProfile, names,
 };
 use qprof_datafusion::{
     JoinShape, add_join_projection_metrics, join_shape, operator_metrics, operator_native_metrics,
@@ -578,10 +578,9 @@ fn stage_profile(
         let (executor, error) = match &info.task_status {
             task_status::Status::Successful(s) => (Some(s.executor_id.clone()), None),
             task_status::Status::Running(r) => (Some(r.executor_id.clone()), None),
-            task_status::Status::Failed(f) => (
-                launch.map(|l| l.executor_id.clone()),
-                Some(first_line(&f.error)),
-            ),
+            task_status::Status::Failed(f) => {
+                (launch.map(|l| l.executor_id.clone()), Some(failure_text(f)))
+            }
         };
         let figure = slot
             .partitions
@@ -589,10 +588,12 @@ fn stage_profile(
             .and_then(|p| figures.and_then(|f| f.get(p)))
             .copied()
             .unwrap_or_default();
-        let out_rows = root
-            .and_then(|r| r.metrics.iter().find(|m| m.name == names::OUTPUT_ROWS))
-            .and_then(|m| m.tasks.iter().find(|v| v.task == Some(slot.task)))
-            .map_or(0, |v| v.value);
+        // what the stage's root (its shuffle writer, or the job's last operator) gave out
+        let out = |name: &str| {
+            root.and_then(|r| r.metrics.iter().find(|m| m.name == name))
+                .and_then(|m| m.tasks.iter().find(|v| v.task == Some(slot.task)))
+                .map_or(0, |v| v.value)
+        };
         let self_cpu: i64 = node_ids
             .iter()
             .filter_map(|id| nodes.get(id))
@@ -627,7 +628,17 @@ fn stage_profile(
                     clamp(figure.wall_nanos),
                 ),
                 m(names::CPU_NANOS, MetricKind::NsTiming, self_cpu),
-                m(names::OUTPUT_ROWS, MetricKind::Sum, out_rows),
+                m(names::OUTPUT_ROWS, MetricKind::Sum, out(names::OUTPUT_ROWS)),
+                m(
+                    names::OUTPUT_VECTORS,
+                    MetricKind::Sum,
+                    out(names::OUTPUT_VECTORS),
+                ),
+                m(
+                    names::OUTPUT_BYTES,
+                    MetricKind::Size,
+                    out(names::OUTPUT_BYTES),
+                ),
                 m(
                     names::PEAK_MEMORY_BYTES,
                     MetricKind::Size,
@@ -658,7 +669,7 @@ fn stage_profile(
             finish_epoch_millis: *removed_at,
             metrics: Vec::new(),
             error: Some(format!(
-                "ExecutorLostFailure: executor {} lost while running the task ({reason})",
+                "{EXECUTOR_LOST_FAILURE}: executor {} lost while running the task ({reason})",
                 lost.executor_id
             )),
             attempt: lost.attempt,
@@ -702,4 +713,23 @@ fn stage_profile(
 
 fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or_default().trim().to_string()
+}
+
+/// A failed task's error as the profile records it: Spark's reason names for a result
+/// lost with its executor and for a failed fetch, else the error's first line.
+fn failure_text(failed: &ballista_core::serde::protobuf::FailedTask) -> String {
+    use ballista_core::serde::protobuf::failed_task::FailedReason;
+    match &failed.failed_reason {
+        Some(FailedReason::ResultLost(_) | FailedReason::ExecutorLost(_)) => {
+            format!("{EXECUTOR_LOST_FAILURE}: {}", first_line(&failed.error))
+        }
+        Some(FailedReason::FetchPartitionError(f)) => format!(
+            "{FETCH_FAILED}: executor {} stage {} partition {}: {}",
+            f.executor_id,
+            f.map_stage_id,
+            f.map_partition_id,
+            first_line(&failed.error)
+        ),
+        _ => first_line(&failed.error),
+    }
 }

@@ -173,6 +173,15 @@ fn tpch_on_two_executors_matches_one_process_and_logs_both() {
             );
         }
         stages_on_both += usize::from(summary.len() == 2);
+        // a stage that wrote shuffle records wrote bytes of them (Ballista's writers count
+        // the bytes of the files they write)
+        if stage["shuffleWriteRecords"].as_i64().unwrap() > 0 {
+            assert!(
+                stage["shuffleWriteBytes"].as_i64().unwrap() > 0,
+                "stage {} wrote records and no bytes",
+                stage["stageId"]
+            );
+        }
     }
     assert!(stages_on_both > 0, "no stage ran on both executors");
     // 22 queries, each with a profile whose every operator has the base metrics
@@ -402,7 +411,13 @@ fn an_executor_killed_while_its_tasks_run_costs_a_rerun_not_the_run() {
         .map(|t| t["errorMessage"].as_str().unwrap_or("").to_string())
         .collect();
     assert!(!reasons.is_empty(), "no failed task was recorded");
-    assert!(reasons.iter().any(|r| r.contains("exec-2")), "{reasons:?}");
+    // named as Spark names a task its executor's loss took down
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.starts_with("ExecutorLostFailure (executor exec-2 exited")),
+        "{reasons:?}"
+    );
     drop(server);
     drop(cluster);
     std::fs::remove_dir_all(&dir).unwrap();

@@ -36,6 +36,87 @@ pub(crate) struct EndReason<'a> {
     pub description: Option<Cow<'a, str>>,
     #[serde(rename = "Full Stack Trace", default, borrow)]
     pub full_stack_trace: Option<Cow<'a, str>>,
+    /// `ExecutorLostFailure`'s executor.
+    #[serde(rename = "Executor ID", default, borrow)]
+    pub executor_id: Option<Cow<'a, str>>,
+    #[serde(rename = "Exit Caused By App", default)]
+    pub exit_caused_by_app: bool,
+    #[serde(rename = "Loss Reason", default, borrow)]
+    pub loss_reason: Option<Cow<'a, str>>,
+    /// `FetchFailed`'s parts.
+    #[serde(rename = "Block Manager Address", default, borrow)]
+    pub block_manager: Option<BlockManagerAddress<'a>>,
+    #[serde(rename = "Shuffle ID", default)]
+    pub shuffle_id: i64,
+    #[serde(rename = "Map ID", default)]
+    pub map_id: i64,
+    #[serde(rename = "Map Index", default)]
+    pub map_index: i64,
+    #[serde(rename = "Reduce ID", default)]
+    pub reduce_id: i64,
+    #[serde(rename = "Message", default, borrow)]
+    pub message: Option<Cow<'a, str>>,
+}
+
+/// Where a `FetchFailed` task fetched from.
+#[derive(Debug, Deserialize)]
+pub(crate) struct BlockManagerAddress<'a> {
+    #[serde(rename = "Executor ID", default, borrow)]
+    pub executor_id: Cow<'a, str>,
+    #[serde(rename = "Host", default, borrow)]
+    pub host: Cow<'a, str>,
+    #[serde(rename = "Port", default)]
+    pub port: i64,
+}
+
+impl EndReason<'_> {
+    /// The reason as Spark's history server shows a failed task's error (its
+    /// `TaskEndReason.toErrorString`).
+    pub(crate) fn error_text(&self) -> String {
+        match self.reason.as_ref() {
+            "ExecutorLostFailure" => {
+                let exit = if self.exit_caused_by_app {
+                    "caused by one of the running tasks"
+                } else {
+                    "unrelated to the running tasks"
+                };
+                let reason = self
+                    .loss_reason
+                    .as_deref()
+                    .map(|r| format!(" Reason: {r}"))
+                    .unwrap_or_default();
+                format!(
+                    "ExecutorLostFailure (executor {} exited {exit}){reason}",
+                    self.executor_id.as_deref().unwrap_or_default()
+                )
+            }
+            "FetchFailed" => {
+                let address = self.block_manager.as_ref().map_or_else(
+                    || "null".to_string(),
+                    |b| {
+                        format!(
+                            "BlockManagerId({}, {}, {}, None)",
+                            b.executor_id, b.host, b.port
+                        )
+                    },
+                );
+                format!(
+                    "FetchFailed({address}, shuffleId={}, mapIndex={}, mapId={}, reduceId={}, message=\n{}\n)",
+                    self.shuffle_id,
+                    self.map_index,
+                    self.map_id,
+                    self.reduce_id,
+                    self.message.as_deref().unwrap_or_default()
+                )
+            }
+            other => self
+                .full_stack_trace
+                .as_deref()
+                .or(self.description.as_deref())
+                .unwrap_or(other)
+                .to_string(),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]

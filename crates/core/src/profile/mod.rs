@@ -176,6 +176,13 @@ pub struct TaskMetric {
     pub value: i64,
 }
 
+/// How a [`TaskProfile`]'s error starts when the task's executor was lost under it
+/// (Spark's `ExecutorLostFailure`); the rest of the text is the loss's reason.
+pub const EXECUTOR_LOST_FAILURE: &str = "ExecutorLostFailure";
+/// How a [`TaskProfile`]'s error starts when the task could not fetch shuffle output
+/// (Spark's `FetchFailed`), as `FetchFailed: executor ID stage S partition P: message`.
+pub const FETCH_FAILED: &str = "FetchFailed";
+
 /// One task: one partition of a stage.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskProfile {

@@ -447,7 +447,10 @@ impl<'q> QueryEvents<'q> {
             } else {
                 "ShuffleMapTask"
             },
-            reason: end_reason(task.error.as_deref()),
+            reason: end_reason(
+                task.error.as_deref(),
+                task.executor.as_ref().map_or(DRIVER, |e| e.id.as_str()),
+            ),
             info: task_info(
                 task,
                 self.host,

@@ -3,7 +3,9 @@
 
 use std::collections::HashMap;
 
-use qprof_core::profile::{ProfileNode, StageProfile, TaskProfile, names};
+use qprof_core::profile::{
+    EXECUTOR_LOST_FAILURE, FETCH_FAILED, ProfileNode, StageProfile, TaskProfile, names,
+};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -100,12 +102,40 @@ pub(super) fn task_metrics(task: &TaskProfile, f: &TaskFigures, result_task: boo
     }
 }
 
-/// Spark's `Task End Reason`: success, or an `ExceptionFailure` carrying the error (its
-/// class is DataFusion's error kind, the text before the first colon).
-pub(super) fn end_reason(error: Option<&str>) -> Value {
+/// Spark's `Task End Reason` of a task that ran on `executor`: success; an
+/// `ExecutorLostFailure` or a `FetchFailed` for errors that start with those names; else
+/// an `ExceptionFailure` carrying the error (its class is DataFusion's error kind, the
+/// text before the first colon).
+pub(super) fn end_reason(error: Option<&str>, executor: &str) -> Value {
     let Some(error) = error else {
         return json!({"Reason": "Success"});
     };
+    if let Some(rest) = error.strip_prefix(EXECUTOR_LOST_FAILURE) {
+        return json!({
+            "Reason": "ExecutorLostFailure",
+            "Executor ID": executor,
+            "Exit Caused By App": false,
+            "Loss Reason": rest.trim_start_matches(':').trim(),
+        });
+    }
+    if let Some(fetch) = error
+        .strip_prefix(FETCH_FAILED)
+        .and_then(parse_fetch_failure)
+    {
+        return json!({
+            "Reason": "FetchFailed",
+            "Block Manager Address": {
+                "Executor ID": fetch.executor,
+                "Host": "",
+                "Port": 0,
+            },
+            "Shuffle ID": fetch.stage,
+            "Map ID": fetch.partition,
+            "Map Index": fetch.partition,
+            "Reduce ID": -1,
+            "Message": fetch.message,
+        });
+    }
     let kind: String = error
         .split(':')
         .next()
@@ -125,6 +155,36 @@ pub(super) fn end_reason(error: Option<&str>) -> Value {
         "Stack Trace": [],
         "Full Stack Trace": error,
         "Accumulator Updates": [],
+    })
+}
+
+/// A `FetchFailed` error's parts.
+struct FetchFailure<'a> {
+    executor: &'a str,
+    stage: i64,
+    partition: i64,
+    message: &'a str,
+}
+
+/// `: executor ID stage S partition P: message`, the text after [`FETCH_FAILED`].
+fn parse_fetch_failure(rest: &str) -> Option<FetchFailure<'_>> {
+    let rest = rest.strip_prefix(": executor ")?;
+    let (head, message) = rest.split_once(": ").unwrap_or((rest, ""));
+    let mut words = head.split(' ');
+    let executor = words.next()?;
+    let stage = (words.next()? == "stage")
+        .then(|| words.next())??
+        .parse()
+        .ok()?;
+    let partition = (words.next()? == "partition")
+        .then(|| words.next())??
+        .parse()
+        .ok()?;
+    Some(FetchFailure {
+        executor,
+        stage,
+        partition,
+        message,
     })
 }
 
@@ -341,5 +401,51 @@ impl TaskEnd {
         member(out, false, "Task Metrics", &self.metrics)?;
         out.push(b'}');
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task_event::EndReason;
+
+    /// What Spark's history server shows for a task that ended for `reason`, written
+    /// by qprof.
+    fn shown(error: &str, executor: &str) -> (String, String) {
+        let reason = end_reason(Some(error), executor);
+        let text = serde_json::to_string(&reason).unwrap();
+        let parsed: EndReason<'_> = serde_json::from_str(&text).unwrap();
+        (parsed.reason.to_string(), parsed.error_text())
+    }
+
+    #[test]
+    fn lost_executors_and_failed_fetches_end_tasks_as_spark_names_them() {
+        let (name, text) = shown(
+            "ExecutorLostFailure: executor exec-2 lost while running the task (lost: stopped answering)",
+            "exec-2",
+        );
+        assert_eq!(name, "ExecutorLostFailure");
+        assert_eq!(
+            text,
+            "ExecutorLostFailure (executor exec-2 exited unrelated to the running tasks) \
+             Reason: executor exec-2 lost while running the task (lost: stopped answering)"
+        );
+        let (name, text) = shown(
+            "FetchFailed: executor exec-2 stage 3 partition 1: connection refused",
+            "exec-1",
+        );
+        assert_eq!(name, "FetchFailed");
+        assert_eq!(
+            text,
+            "FetchFailed(BlockManagerId(exec-2, , 0, None), shuffleId=3, mapIndex=1, mapId=1, \
+             reduceId=-1, message=\nconnection refused\n)"
+        );
+        // a fetch failure qprof cannot take apart is an exception like any other
+        let (name, text) = shown("FetchFailed: somewhere", "exec-1");
+        assert_eq!(name, "ExceptionFailure");
+        assert_eq!(text, "FetchFailed: somewhere");
+        let (name, text) = shown("Arrow error: divide by zero", "exec-1");
+        assert_eq!(name, "ExceptionFailure");
+        assert_eq!(text, "Arrow error: divide by zero");
     }
 }

@@ -350,13 +350,7 @@ impl AppState {
             TaskStatus::Success
         };
         if task.status != TaskStatus::Success {
-            task.error_message = e.reason.as_ref().map(|r| {
-                r.full_stack_trace
-                    .as_deref()
-                    .or(r.description.as_deref())
-                    .unwrap_or(reason_name)
-                    .to_string()
-            });
+            task.error_message = e.reason.as_ref().map(|r| r.error_text());
         }
         task.metrics = e.metrics.as_ref().map(TaskMetrics::from);
         self.task_ends += 1;
