@@ -127,28 +127,55 @@ impl BallistaClientPool for ConnectionPool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// A port that accepts TCP connections and counts them (an HTTP/2 client's handshake
-    /// waits for nothing from the server).
-    fn counting_listener() -> (u16, Arc<AtomicUsize>) {
+    /// The peers a listener accepted, in order.
+    type Accepted = Arc<std::sync::Mutex<Vec<std::net::SocketAddr>>>;
+
+    /// A port that accepts TCP connections and lists their peers (an HTTP/2 client's
+    /// handshake waits for nothing from the server).
+    fn counting_listener() -> (u16, Accepted) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let counter = Arc::clone(&accepted);
+        let accepted = Accepted::default();
+        let peers = Arc::clone(&accepted);
         std::thread::spawn(move || {
             let mut open = Vec::new();
             for stream in listener.incoming().flatten() {
-                counter.fetch_add(1, Ordering::SeqCst);
+                if let Ok(peer) = stream.peer_addr() {
+                    peers.lock().unwrap().push(peer);
+                }
                 open.push(stream);
             }
         });
         (port, accepted)
     }
 
-    async fn settled(accepted: &AtomicUsize) -> usize {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        accepted.load(Ordering::SeqCst)
+    /// The connections the clients made to `port` so far: a marker connection goes
+    /// last, and the listener accepts in order, so once it has the marker it has them
+    /// all (earlier markers are not counted).
+    async fn settled(port: u16, accepted: &Accepted) -> usize {
+        let marker = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let me = marker.local_addr().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let peers = accepted.lock().unwrap().clone();
+            if let Some(at) = peers.iter().position(|p| *p == me) {
+                MARKERS.with(|m| m.borrow_mut().push(me));
+                let markers = MARKERS.with(|m| m.borrow().clone());
+                return peers[..at].iter().filter(|p| !markers.contains(p)).count();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the marker never came"
+            );
+            tokio::task::yield_now().await;
+        }
+    }
+
+    thread_local! {
+        /// The marker connections made so far.
+        static MARKERS: std::cell::RefCell<Vec<std::net::SocketAddr>> =
+            const { std::cell::RefCell::new(Vec::new()) };
     }
 
     #[tokio::test]
@@ -169,7 +196,7 @@ mod tests {
             .unwrap();
         assert_eq!(pool.idle_count(), 0);
         drop(second);
-        assert_eq!(settled(&accepted).await, 1);
+        assert_eq!(settled(port, &accepted).await, 1);
 
         // a client idle past its time to live is dropped, and the next read connects anew
         let expiring = ConnectionPool::new(Duration::ZERO);
@@ -185,7 +212,7 @@ mod tests {
                 .await
                 .unwrap(),
         );
-        assert_eq!(settled(&accepted).await, 3);
+        assert_eq!(settled(port, &accepted).await, 3);
         expiring.evict_idle().await;
         assert_eq!(expiring.idle_count(), 0);
     }
@@ -205,6 +232,6 @@ mod tests {
                 .await
                 .unwrap(),
         );
-        assert_eq!(settled(&accepted).await, 2);
+        assert_eq!(settled(port, &accepted).await, 2);
     }
 }

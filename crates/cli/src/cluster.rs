@@ -223,10 +223,18 @@ async fn reach_scheduler(address: &str, shown: &str, patience: Duration) -> Resu
 }
 
 /// Whether the scheduler at `url` no longer accepts connections (a job's failure then
-/// says so rather than what the broken connection left).
+/// says so rather than what the broken connection left). A scheduler that just died
+/// may still accept for a moment while its process ends: it is asked a few times, over
+/// half a second.
 async fn scheduler_gone(url: &str) -> bool {
     let address = url.strip_prefix("df://").unwrap_or(url);
-    reach_scheduler(address, url, Duration::ZERO).await.is_err()
+    for _ in 0..5 {
+        if reach_scheduler(address, url, Duration::ZERO).await.is_err() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
 }
 
 /// Ctrl-C or SIGTERM.

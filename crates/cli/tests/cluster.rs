@@ -322,6 +322,42 @@ fn wait_for_shuffle_output(work: &Path) {
     }
 }
 
+/// Waits until a log under `events` holds a line with `text`.
+fn wait_for_logged(events: &Path, text: &str) {
+    let deadline = Instant::now() + RUN_DEADLINE;
+    let logged = || {
+        walk(events)
+            .iter()
+            .any(|f| std::fs::read_to_string(f).is_ok_and(|t| t.contains(text)))
+    };
+    while !logged() {
+        assert!(
+            Instant::now() < deadline,
+            "no log under {} has {text}",
+            events.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The files under `dir`, at any depth.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .flat_map(|e| {
+            let path = e.path();
+            if path.is_dir() {
+                walk(&path)
+            } else {
+                vec![path]
+            }
+        })
+        .collect()
+}
+
 /// The application the scheduler logged, as `qprof serve` shows it: its REST base path.
 fn logged_app(server: &Server) -> String {
     let apps = json(server, "/api/v1/applications");
@@ -493,6 +529,9 @@ fn a_scheduler_killed_mid_query_fails_the_client_on_one_line() {
     let mut cluster = LocalCluster::start(&dir, &["exec-1", "exec-2"]);
     let mut run = Background::start(&cluster, &dir, "1,9");
     run.wait_for_line("q1 ");
+    // the scheduler logs a query's end on a thread of its own: q1 is in the log before
+    // the scheduler dies in the middle of q9
+    wait_for_logged(&cluster.events, "SparkListenerSQLExecutionEnd");
     wait_for_shuffle_output(&dir.join("work-exec-1"));
     cluster.kill_scheduler();
     let (success, printed, stderr) = run.finish();
