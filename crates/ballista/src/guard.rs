@@ -257,10 +257,10 @@ pub(crate) async fn guard_jobs(
         // or give wrong results (its reason is the loss: see `saved_outcome`)
         for job_id in observer.jobs_hit_by_loss() {
             let job_id = JobId::new(job_id);
-            if jobs.contains_key(&job_id) {
-                if let Err(e) = scheduler.cancel_job(job_id.clone()).await {
-                    eprintln!("error: cannot fail job {job_id}: {e}");
-                }
+            if jobs.contains_key(&job_id)
+                && let Err(e) = scheduler.cancel_job(job_id.clone()).await
+            {
+                eprintln!("error: cannot fail job {job_id}: {e}");
             }
         }
         for (job_id, found) in stuck_jobs {
