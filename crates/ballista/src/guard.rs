@@ -8,8 +8,11 @@
 //! again). A task the scheduler believes runs on an executor that is gone is as stuck:
 //! no status will come from there. The guard looks at every running job once per
 //! period and cancels, through the scheduler's own API, a job seen stuck for a grace
-//! period; the observer then records the job as failed with the guard's reason (and
-//! its client hears that reason, not Ballista's "Cancelled").
+//! period, and at once a job an executor's loss hit (Ballista's recovery of lost shuffle
+//! output can give wrong answers); the observer then records the job as failed with the
+//! guard's reason (and its client hears that reason, not Ballista's "Cancelled"). It
+//! also gives back task slots Ballista lost count of, and offers free slots it failed to
+//! offer.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -49,9 +52,9 @@ impl Stuck {
         match self {
             Stuck::NothingToRun { stages } => format!(
                 "the job could not progress after an executor was lost: no task is running \
-                 and none can be scheduled (stages: {stages}); Ballista's adaptive planner \
-                 does not recompute lost shuffle output (set \
-                 ballista.planner.adaptive.enabled = false)"
+                 and none can be scheduled (stages: {stages}); Ballista's adaptive planner, \
+                 if the client enabled it (ballista.planner.adaptive.enabled), does not \
+                 recompute lost shuffle output"
             ),
             Stuck::NoExecutors => {
                 "no executor to run the job's tasks: the cluster has none".to_string()
@@ -186,8 +189,8 @@ pub(crate) fn stuck(graph: &ExecutionGraphBox, executors: &HashSet<String>) -> O
 }
 
 /// Watches `scheduler`'s running jobs until the scheduler stops (see the module's
-/// documentation): gives back task slots no task holds, and fails each job stuck for
-/// longer than `times.grace`.
+/// documentation): gives back task slots no task holds, fails at once each job an
+/// executor's loss hit, and fails each job stuck for longer than `times.grace`.
 pub(crate) async fn guard_jobs(
     scheduler: SchedulerServer<LogicalPlanNode, PhysicalPlanNode>,
     observer: Arc<ClusterObserver>,
@@ -203,12 +206,11 @@ pub(crate) async fn guard_jobs(
     loop {
         ticks.tick().await;
         let state = &scheduler.state;
-        let executors: HashSet<String> = state
-            .executor_manager
-            .get_executors_state()
-            .await
-            .map(|all| all.into_iter().map(|(m, _, _)| m.id).collect())
-            .unwrap_or_default();
+        // (a failed read is no reason to think the executors gone: look again later)
+        let Ok(executors) = state.executor_manager.get_executors_state().await else {
+            continue;
+        };
+        let executors: HashSet<String> = executors.into_iter().map(|(m, _, _)| m.id).collect();
         let jobs = state.task_manager.get_running_job_cache();
         since.retain(|job, _| jobs.contains_key(job));
         let mut any_running = false;
@@ -255,11 +257,14 @@ pub(crate) async fn guard_jobs(
         }
         // a job an executor's loss hit fails now, before Ballista's recovery can hang it
         // or give wrong results (its reason is the loss: see `saved_outcome`)
-        for job_id in observer.jobs_hit_by_loss() {
+        for (job_id, executor) in observer.jobs_hit_by_loss() {
             let job_id = JobId::new(job_id);
-            if jobs.contains_key(&job_id)
-                && let Err(e) = scheduler.cancel_job(job_id.clone()).await
-            {
+            if !jobs.contains_key(&job_id) {
+                continue;
+            }
+            // recorded first: the job is cancelled once
+            observer.job_failed_by_guard(&job_id, executor_lost_reason(&executor));
+            if let Err(e) = scheduler.cancel_job(job_id.clone()).await {
                 eprintln!("error: cannot fail job {job_id}: {e}");
             }
         }

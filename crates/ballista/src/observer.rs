@@ -450,24 +450,30 @@ impl ClusterObserver {
     /// Records that the guard is failing `job_id` for `reason`: its failure is saved
     /// with that reason instead of Ballista's "Cancelled".
     pub(crate) fn job_failed_by_guard(&self, job_id: &JobId, reason: String) {
-        self.lock()
-            .guard_reasons
-            .insert(job_id.as_str().to_string(), reason);
+        let mut state = self.lock();
+        // a job that ended meanwhile is saved already: nothing would take the reason
+        if state.jobs.get(job_id.as_str()).is_some_and(|j| !j.ended) {
+            state
+                .guard_reasons
+                .insert(job_id.as_str().to_string(), reason);
+        }
     }
 
-    /// The running jobs an executor's loss hit, not yet failed by the guard.
-    pub(crate) fn jobs_hit_by_loss(&self) -> Vec<String> {
+    /// The running jobs an executor's loss hit, with that executor, not yet failed by
+    /// the guard.
+    pub(crate) fn jobs_hit_by_loss(&self) -> Vec<(String, String)> {
         let state = self.lock();
         state
             .hit_by_loss
-            .keys()
-            .filter(|job| !state.guard_reasons.contains_key(*job))
-            .cloned()
+            .iter()
+            .filter(|(job, _)| !state.guard_reasons.contains_key(*job))
+            .map(|(job, executor)| (job.clone(), executor.clone()))
             .collect()
     }
 
-    /// `graph` as it should be saved: failed, if the guard failed it or an executor's
-    /// loss hit it while it ran (`None`: as it is).
+    /// `graph` as it should be saved: failed, if the guard failed it, an executor's loss
+    /// hit it while it ran, or its graph shows Ballista recovered lost shuffle output
+    /// (`None`: as it is).
     fn saved_outcome(
         &self,
         job_id: &JobId,
@@ -795,8 +801,11 @@ impl ClusterState for ObservedClusterState {
         metadata: ExecutorMetadata,
         spec: ExecutorData,
     ) -> Result<()> {
-        self.observer.executor_registered(&metadata, &spec);
-        self.inner.register_executor(metadata, spec).await
+        // heard once Ballista took it (it refuses an id it has)
+        let (id, data) = (metadata.clone(), spec.clone());
+        self.inner.register_executor(metadata, spec).await?;
+        self.observer.executor_registered(&id, &data);
+        Ok(())
     }
 
     async fn save_executor_metadata(&self, metadata: ExecutorMetadata) -> Result<()> {

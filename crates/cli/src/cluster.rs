@@ -222,13 +222,25 @@ async fn reach_scheduler(address: &str, shown: &str, patience: Duration) -> Resu
     }
 }
 
-/// Whether the scheduler at `url` no longer accepts connections (a job's failure then
-/// says so rather than what the broken connection left). A scheduler that just died
-/// may still accept for a moment while its process ends: it is asked a few times, over
-/// half a second.
-async fn scheduler_gone(url: &str) -> bool {
+/// Whether `error`, a job's failure, is a broken connection to the scheduler and the
+/// scheduler at `url` no longer accepts connections (the failure then says so, rather
+/// than what the broken connection left). A scheduler that just died may still accept
+/// for a moment while its process ends: it is asked again for up to five seconds.
+async fn scheduler_gone(url: &str, error: &datafusion::error::DataFusionError) -> bool {
+    let text = error.to_string().to_lowercase();
+    let broken = [
+        "transport error",
+        "h2 protocol error",
+        "broken pipe",
+        "connection reset",
+    ]
+    .iter()
+    .any(|sign| text.contains(sign));
+    if !broken {
+        return false;
+    }
     let address = url.strip_prefix("df://").unwrap_or(url);
-    for _ in 0..5 {
+    for _ in 0..50 {
         if reach_scheduler(address, url, Duration::ZERO).await.is_err() {
             return true;
         }
@@ -301,7 +313,7 @@ pub(crate) async fn run_tpch(args: RunArgs, url: &str) -> Result<()> {
                     crate::run::millis(start.elapsed())
                 );
             }
-            Err(_) if scheduler_gone(url).await => {
+            Err(e) if scheduler_gone(url, &e).await => {
                 bail!("TPC-H query {q}: the scheduler at {url} stopped answering");
             }
             Err(e) => {
@@ -389,7 +401,7 @@ pub(crate) async fn run_sql(args: SqlArgs, url: &str) -> Result<()> {
                     crate::run::millis(start.elapsed())
                 );
             }
-            Err(_) if scheduler_gone(url).await => {
+            Err(e) if scheduler_gone(url, &e).await => {
                 bail!("{label}: the scheduler at {url} stopped answering");
             }
             Err(e) if !several => {
@@ -420,9 +432,9 @@ pub(crate) async fn run_sql(args: SqlArgs, url: &str) -> Result<()> {
 /// Times a query is run again when an executor's loss fails it.
 const RUNS_AFTER_A_LOSS: usize = 2;
 
-/// Runs `sql` in the client session `ctx` as the job called `name`; its batches. A job
-/// failed by the loss of an executor runs again on the executors left (each loss said
-/// on stderr), up to [`RUNS_AFTER_A_LOSS`] times.
+/// Runs `sql` in the client session `ctx` as the job called `name`; its batches. A query
+/// (not a statement that writes) failed by the loss of an executor runs again on the
+/// executors left (each loss said on stderr), up to [`RUNS_AFTER_A_LOSS`] times.
 async fn run_job(
     ctx: &datafusion::prelude::SessionContext,
     name: &str,
@@ -437,8 +449,15 @@ async fn run_job(
     .await?;
     let mut runs = 0;
     loop {
-        match ctx.sql(sql).await?.collect().await {
-            Err(e) if runs < RUNS_AFTER_A_LOSS && failed_for_a_lost_executor(&e) => {
+        let frame = ctx.sql(sql).await?;
+        // a statement that writes may have written part of its output: never run twice
+        let writes = matches!(
+            frame.logical_plan(),
+            datafusion::logical_expr::LogicalPlan::Dml(_)
+                | datafusion::logical_expr::LogicalPlan::Copy(_)
+        );
+        match frame.collect().await {
+            Err(e) if !writes && runs < RUNS_AFTER_A_LOSS && failed_for_a_lost_executor(&e) => {
                 runs += 1;
                 eprintln!(
                     "{name}: {}; running it again",

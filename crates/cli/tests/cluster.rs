@@ -63,8 +63,8 @@ fn printed_rows(stdout: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// `qprof run --cluster` of `queries`: 4 partitions per stage, so that each stage has a
-/// task for each executor (a task takes as many partitions as its executor has slots).
+/// `qprof run --cluster` of `queries`: 4 partitions per stage (a task each), so that each
+/// stage has tasks on both executors.
 fn cluster_run(cluster: &LocalCluster, dir: &Path, queries: &str) -> Command {
     let mut run = qprof();
     run.args([
@@ -301,18 +301,17 @@ impl Background {
     }
 }
 
-/// Waits until `work` (an executor's work directory) holds an entry it did not hold
-/// when the wait began: shuffle output of a task that ran there.
-fn wait_for_shuffle_output(work: &Path) {
-    let entries = || -> Vec<PathBuf> {
-        std::fs::read_dir(work)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect()
-    };
-    let before = entries();
+/// The files under an executor's work directory now: a later [`wait_for_new_files`]
+/// waits for shuffle output written after this.
+fn shuffle_files(work: &Path) -> Vec<PathBuf> {
+    walk(work)
+}
+
+/// Waits until `work` (an executor's work directory) holds a file that `before` did not:
+/// shuffle output of a task that ran there since.
+fn wait_for_new_files(work: &Path, before: &[PathBuf]) {
     let deadline = Instant::now() + RUN_DEADLINE;
-    while entries().iter().all(|e| before.contains(e)) {
+    while walk(work).iter().all(|f| before.contains(f)) {
         assert!(
             Instant::now() < deadline,
             "no task ran in {}",
@@ -417,14 +416,16 @@ fn an_executor_killed_while_its_tasks_run_costs_a_rerun_not_the_run() {
     let mut run = Background::start(&cluster, &dir, queries);
     // the first query's end is logged before the loss
     run.wait_for_line("q1 ");
+    let before = shuffle_files(&dir.join("work-exec-2"));
     // exec-2 dies as soon as it writes shuffle output of the next query: a task of an
     // early stage ran there, and the stages after it are still to run
-    wait_for_shuffle_output(&dir.join("work-exec-2"));
+    wait_for_new_files(&dir.join("work-exec-2"), &before);
     cluster.kill("exec-2");
     let (success, printed, stderr) = run.finish();
     assert!(success, "{printed}\n{stderr}");
     assert_eq!(printed_rows(&printed), expected);
     // the query the loss hit was failed, said on one line, and run again
+    assert!(!stderr.is_empty(), "no query was run again");
     for line in stderr.lines() {
         assert!(line.ends_with("running it again"), "{stderr}");
         assert!(line.contains("ExecutorLostFailure") || line.contains("FetchFailed"));
@@ -488,7 +489,8 @@ fn every_executor_killed_fails_the_run_on_one_line_and_keeps_the_log() {
     let mut cluster = LocalCluster::start(&dir, &["exec-1", "exec-2"]);
     let mut run = Background::start(&cluster, &dir, queries);
     run.wait_for_line("q1 ");
-    wait_for_shuffle_output(&dir.join("work-exec-1"));
+    let before = shuffle_files(&dir.join("work-exec-1"));
+    wait_for_new_files(&dir.join("work-exec-1"), &before);
     cluster.kill("exec-1");
     cluster.kill("exec-2");
     let (success, printed, stderr) = run.finish();
@@ -527,19 +529,38 @@ fn every_executor_killed_fails_the_run_on_one_line_and_keeps_the_log() {
 fn a_scheduler_killed_mid_query_fails_the_client_on_one_line() {
     let dir = temp_dir("cluster-kill-scheduler");
     let mut cluster = LocalCluster::start(&dir, &["exec-1", "exec-2"]);
-    let mut run = Background::start(&cluster, &dir, "1,9");
+    let mut run = Background::start(&cluster, &dir, ALL);
     run.wait_for_line("q1 ");
     // the scheduler logs a query's end on a thread of its own: q1 is in the log before
-    // the scheduler dies in the middle of q9
+    // the scheduler dies in the middle of a later query (one that writes shuffle output
+    // after the log has q1)
     wait_for_logged(&cluster.events, "SparkListenerSQLExecutionEnd");
-    wait_for_shuffle_output(&dir.join("work-exec-1"));
+    let work = |id: &str| dir.join(format!("work-{id}"));
+    let before = [
+        shuffle_files(&work("exec-1")),
+        shuffle_files(&work("exec-2")),
+    ]
+    .concat();
+    let deadline = Instant::now() + RUN_DEADLINE;
+    while [
+        shuffle_files(&work("exec-1")),
+        shuffle_files(&work("exec-2")),
+    ]
+    .concat()
+    .iter()
+    .all(|f| before.contains(f))
+    {
+        assert!(Instant::now() < deadline, "no query ran after q1");
+        std::thread::sleep(Duration::from_millis(2));
+    }
     cluster.kill_scheduler();
     let (success, printed, stderr) = run.finish();
     assert!(!success, "{printed}\n{stderr}");
     let errors: Vec<&str> = stderr.lines().collect();
     assert_eq!(errors.len(), 1, "{stderr}");
     assert!(
-        errors[0].starts_with("error: TPC-H query 9: the scheduler at df://")
+        errors[0].starts_with("error: TPC-H query ")
+            && errors[0].contains(": the scheduler at df://")
             && errors[0].ends_with("stopped answering"),
         "{stderr}"
     );
