@@ -301,22 +301,18 @@ impl Background {
     }
 }
 
-/// The files under an executor's work directory now: a later [`wait_for_new_files`]
+/// The files under executors' work directories now: a later [`wait_for_new_files`]
 /// waits for shuffle output written after this.
-fn shuffle_files(work: &Path) -> Vec<PathBuf> {
-    walk(work)
+fn shuffle_files(works: &[PathBuf]) -> Vec<PathBuf> {
+    works.iter().flat_map(|w| walk(w)).collect()
 }
 
-/// Waits until `work` (an executor's work directory) holds a file that `before` did not:
+/// Waits until `works` (executors' work directories) hold a file that `before` did not:
 /// shuffle output of a task that ran there since.
-fn wait_for_new_files(work: &Path, before: &[PathBuf]) {
+fn wait_for_new_files(works: &[PathBuf], before: &[PathBuf]) {
     let deadline = Instant::now() + RUN_DEADLINE;
-    while walk(work).iter().all(|f| before.contains(f)) {
-        assert!(
-            Instant::now() < deadline,
-            "no task ran in {}",
-            work.display()
-        );
+    while shuffle_files(works).iter().all(|f| before.contains(f)) {
+        assert!(Instant::now() < deadline, "no task ran in {works:?}");
         std::thread::sleep(Duration::from_millis(2));
     }
 }
@@ -416,10 +412,11 @@ fn an_executor_killed_while_its_tasks_run_costs_a_rerun_not_the_run() {
     let mut run = Background::start(&cluster, &dir, queries);
     // the first query's end is logged before the loss
     run.wait_for_line("q1 ");
-    let before = shuffle_files(&dir.join("work-exec-2"));
+    let work = [dir.join("work-exec-2")];
+    let before = shuffle_files(&work);
     // exec-2 dies as soon as it writes shuffle output of the next query: a task of an
     // early stage ran there, and the stages after it are still to run
-    wait_for_new_files(&dir.join("work-exec-2"), &before);
+    wait_for_new_files(&work, &before);
     cluster.kill("exec-2");
     let (success, printed, stderr) = run.finish();
     assert!(success, "{printed}\n{stderr}");
@@ -489,8 +486,9 @@ fn every_executor_killed_fails_the_run_on_one_line_and_keeps_the_log() {
     let mut cluster = LocalCluster::start(&dir, &["exec-1", "exec-2"]);
     let mut run = Background::start(&cluster, &dir, queries);
     run.wait_for_line("q1 ");
-    let before = shuffle_files(&dir.join("work-exec-1"));
-    wait_for_new_files(&dir.join("work-exec-1"), &before);
+    let work = [dir.join("work-exec-1")];
+    let before = shuffle_files(&work);
+    wait_for_new_files(&work, &before);
     cluster.kill("exec-1");
     cluster.kill("exec-2");
     let (success, printed, stderr) = run.finish();
@@ -535,24 +533,9 @@ fn a_scheduler_killed_mid_query_fails_the_client_on_one_line() {
     // the scheduler dies in the middle of a later query (one that writes shuffle output
     // after the log has q1)
     wait_for_logged(&cluster.events, "SparkListenerSQLExecutionEnd");
-    let work = |id: &str| dir.join(format!("work-{id}"));
-    let before = [
-        shuffle_files(&work("exec-1")),
-        shuffle_files(&work("exec-2")),
-    ]
-    .concat();
-    let deadline = Instant::now() + RUN_DEADLINE;
-    while [
-        shuffle_files(&work("exec-1")),
-        shuffle_files(&work("exec-2")),
-    ]
-    .concat()
-    .iter()
-    .all(|f| before.contains(f))
-    {
-        assert!(Instant::now() < deadline, "no query ran after q1");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    let work = [dir.join("work-exec-1"), dir.join("work-exec-2")];
+    let before = shuffle_files(&work);
+    wait_for_new_files(&work, &before);
     cluster.kill_scheduler();
     let (success, printed, stderr) = run.finish();
     assert!(!success, "{printed}\n{stderr}");
