@@ -2,15 +2,20 @@
 //! wrappers and memory attribution in place, and ships what they measured with the task's
 //! metrics.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use ballista_core::JobId;
 use ballista_core::client_pool::BallistaClientPool;
-use ballista_core::execution_plans::sort_shuffle::SortShuffleWriterExec;
+use ballista_core::execution_plans::sort_shuffle::{
+    ShuffleIndex, SortShuffleWriterExec, get_index_path,
+};
 use ballista_core::execution_plans::{
     RangeShuffleReaderExec, RangeShuffleWriterExec, ShuffleReaderExec, ShuffleWriterExec,
+    create_shuffle_path,
 };
 use ballista_core::serde::protobuf::{
     RuntimeStatsReport, ShuffleWritePartition, TaskColumnStats, WindowStateReport,
@@ -139,6 +144,8 @@ impl ExecutionEngine for QprofExecutionEngine {
             CallSites::None => {}
         }
         let work_dir = work_dir.to_string();
+        let work_dir_of_readers = work_dir.clone();
+        let job_id_of_files = job_id.clone();
         let (writer, variant): (Arc<dyn ExecutionPlan>, ShuffleWriterVariant) = if plan
             .downcast_ref::<ShuffleWriterExec>()
             .is_some()
@@ -177,6 +184,9 @@ impl ExecutionEngine for QprofExecutionEngine {
             inner: DefaultQueryStageExec::new(variant),
             writer,
             input,
+            work_dir: work_dir_of_readers,
+            job_id: job_id_of_files,
+            stage_id,
             profiler: self.profiler.clone(),
             run: Mutex::new(None),
         }))
@@ -201,6 +211,8 @@ struct TaskRun {
     /// Bytes and batches the writer wrote to its shuffle files.
     written_bytes: u64,
     written_batches: u64,
+    /// What each shuffle reader read, by node id.
+    shuffle_reads: HashMap<usize, Vec<NodeMetric>>,
 }
 
 /// One task's stage: Ballista's own stage executor over qprof's wrapped plan.
@@ -210,6 +222,11 @@ pub struct QprofStageExec {
     writer: Arc<dyn ExecutionPlan>,
     /// The writer's input, every operator wrapped.
     input: Arc<dyn ExecutionPlan>,
+    /// The executor's directory of shuffle files: what its readers find there is local.
+    work_dir: String,
+    /// The job and stage whose shuffle files the task writes.
+    job_id: JobId,
+    stage_id: usize,
     profiler: Profiler,
     run: Mutex<Option<TaskRun>>,
 }
@@ -248,6 +265,45 @@ fn instrumented_context(profiler: &Profiler, ctx: Arc<TaskContext>) -> Arc<TaskC
     Arc::new(own.with_runtime(runtime))
 }
 
+impl QprofStageExec {
+    /// `parts` with the bytes of each sort-shuffle partition as its range of the task's
+    /// file, read from the file's index: Ballista's sort-shuffle writer reports their
+    /// batches' size in memory, its plain writer the size of each file. So the scheduler,
+    /// the readers that read them and the event log count the bytes on disk either way.
+    fn in_file_bytes(
+        &self,
+        mut parts: Vec<ShuffleWritePartition>,
+    ) -> Result<Vec<ShuffleWritePartition>> {
+        let mut indexes: HashMap<u64, ShuffleIndex> = HashMap::new();
+        for part in parts.iter_mut().filter(|p| p.is_sort_shuffle) {
+            let Some(file_id) = part.file_id else {
+                continue;
+            };
+            let index = match indexes.entry(file_id) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => {
+                    let data = create_shuffle_path(
+                        &self.work_dir,
+                        &self.job_id,
+                        self.stage_id,
+                        part.partition_id as usize,
+                        Some(file_id),
+                        true,
+                    )?;
+                    let index = ShuffleIndex::read_from_file(&get_index_path(&data))
+                        .map_err(|e| DataFusionError::Execution(format!("{e}")))?;
+                    e.insert(index)
+                }
+            };
+            let partition = part.partition_id as usize;
+            if partition < index.partition_count() {
+                part.num_bytes = u64::try_from(index.get_partition_size(partition)).unwrap_or(0);
+            }
+        }
+        Ok(parts)
+    }
+}
+
 #[async_trait::async_trait]
 impl QueryStageExecutor for QprofStageExec {
     async fn execute_query_stage(
@@ -258,7 +314,11 @@ impl QueryStageExecutor for QprofStageExec {
         let context = instrumented_context(&self.profiler, context);
         let start = epoch_millis();
         let clock = Instant::now();
-        let result = self.inner.execute_query_stage(task_id, context).await;
+        let result = self
+            .inner
+            .execute_query_stage(task_id, context)
+            .await
+            .and_then(|parts| self.in_file_bytes(parts));
         let wall = clock.elapsed();
         let finish = epoch_millis();
         let total = |f: fn(&ShuffleWritePartition) -> u64| {
@@ -267,11 +327,13 @@ impl QueryStageExecutor for QprofStageExec {
         let (written_bytes, written_batches) = (total(|p| p.num_bytes), total(|p| p.num_batches));
         let readings = self.profiler.plan_readings(&self.input);
         let figures = task_figures(&self.profiler, &readings, start, finish, wall);
+        let shuffle_reads = shuffle_reads(&self.input, &readings, &self.work_dir);
         *self.run.lock().unwrap_or_else(PoisonError::into_inner) = Some(TaskRun {
             readings,
             figures,
             written_bytes,
             written_batches,
+            shuffle_reads,
         });
         result
     }
@@ -346,11 +408,109 @@ fn add_qprof_metrics(sets: &mut [MetricsSet], writer: &Arc<dyn ExecutionPlan>, r
         {
             packer.reading(&node.reading);
             packer.operator(&node.filter_metrics);
+            if let Some(reads) =
+                ProfiledExec::of(plan.as_ref()).and_then(|e| run.shuffle_reads.get(&e.node_id()))
+            {
+                packer.operator(reads);
+            }
             packer.functions(&node.functions);
         }
         for metric in packer.finish() {
             set.push(Arc::new(metric));
         }
+    }
+}
+
+/// What each shuffle reader of `input` read in the partitions it computed, as Spark counts
+/// a shuffle read: the bytes and files (blocks) its partitions' locations hold, local
+/// when the file is in this executor's `work_dir` (as Ballista's reader decides), remote
+/// otherwise. The sizes are those the writers reported, the sizes of the files.
+fn shuffle_reads(
+    input: &Arc<dyn ExecutionPlan>,
+    readings: &PlanReadings,
+    work_dir: &str,
+) -> HashMap<usize, Vec<NodeMetric>> {
+    let mut out = HashMap::new();
+    let mut pending = vec![Arc::clone(input)];
+    while let Some(plan) = pending.pop() {
+        pending.extend(plan.children().into_iter().cloned());
+        let Some(exec) = ProfiledExec::of(plan.as_ref()) else {
+            continue;
+        };
+        let Some(reader) = exec.inner().downcast_ref::<ShuffleReaderExec>() else {
+            continue;
+        };
+        let Some(node) = readings.operators.get(&exec.node_id()) else {
+            continue;
+        };
+        let mut read = ShuffleRead::default();
+        for (partition, _) in &node.reading.tasks {
+            let at = if reader.broadcast { 0 } else { *partition };
+            let task = TaskRef {
+                stage_id: 0,
+                stage_attempt: 0,
+                task_id: 0,
+                partition: *partition as u32,
+            };
+            let mut sums = [0u64; 4];
+            for location in reader.partition.get(at).into_iter().flatten() {
+                let bytes = location.partition_stats.num_bytes().unwrap_or(0);
+                let local = location.path(work_dir).is_ok_and(|p| p.exists());
+                let (bytes_at, blocks_at) = if local { (0, 2) } else { (1, 3) };
+                sums[bytes_at] += bytes;
+                sums[blocks_at] += 1;
+            }
+            read.add(task, sums);
+        }
+        out.insert(exec.node_id(), read.metrics());
+    }
+    out
+}
+
+/// A shuffle reader's reads, by task: local bytes, remote bytes, local and remote blocks.
+#[derive(Default)]
+struct ShuffleRead {
+    values: [Vec<TaskValue>; 4],
+}
+
+impl ShuffleRead {
+    fn add(&mut self, task: TaskRef, sums: [u64; 4]) {
+        for (values, sum) in self.values.iter_mut().zip(sums) {
+            values.push(TaskValue {
+                task: Some(task),
+                value: i64::try_from(sum).unwrap_or(i64::MAX),
+            });
+        }
+    }
+
+    fn metrics(self) -> Vec<NodeMetric> {
+        let [local_bytes, remote_bytes, local_blocks, remote_blocks] = self.values;
+        vec![
+            NodeMetric::summed(
+                names::SHUFFLE_LOCAL_BYTES_READ,
+                "local bytes read",
+                MetricKind::Size,
+                local_bytes,
+            ),
+            NodeMetric::summed(
+                names::SHUFFLE_REMOTE_BYTES_READ,
+                "remote bytes read",
+                MetricKind::Size,
+                remote_bytes,
+            ),
+            NodeMetric::summed(
+                names::SHUFFLE_LOCAL_BLOCKS_READ,
+                "local blocks read",
+                MetricKind::Sum,
+                local_blocks,
+            ),
+            NodeMetric::summed(
+                names::SHUFFLE_REMOTE_BLOCKS_READ,
+                "remote blocks read",
+                MetricKind::Sum,
+                remote_blocks,
+            ),
+        ]
     }
 }
 

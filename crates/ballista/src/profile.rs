@@ -370,8 +370,14 @@ impl Builder<'_> {
                 MetricValue::StartTimestamp(_) | MetricValue::EndTimestamp(_) => continue,
                 other => (MetricKind::Sum, other.as_usize() as u64),
             };
+            // the write time under its catalog name, which Spark's task metrics read
+            let name = if name == "write_time" {
+                names::SHUFFLE_WRITE_NANOS.to_string()
+            } else {
+                format!("shuffle.{name}")
+            };
             by_name
-                .entry(format!("shuffle.{name}"))
+                .entry(name)
                 .or_insert_with(|| (kind, Vec::new()))
                 .1
                 .push((m.partition(), v));
@@ -379,7 +385,11 @@ impl Builder<'_> {
         by_name
             .into_iter()
             .map(|(name, (kind, values))| {
-                let display = name.replace(['.', '_'], " ");
+                let display = if name == names::SHUFFLE_WRITE_NANOS {
+                    "shuffle write time".to_string()
+                } else {
+                    name.replace(['.', '_'], " ")
+                };
                 self.partition_metric(stage, &name, &display, kind, &values)
             })
             .collect()

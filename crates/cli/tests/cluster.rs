@@ -105,6 +105,67 @@ fn check_operators(node: &Value, query: &str) -> usize {
         .map_or(0, |c| c.iter().map(|c| check_operators(c, query)).sum())
 }
 
+/// An operator's value of `metric` in a logged profile (0 if it has none).
+fn metric(node: &Value, metric: &str) -> i64 {
+    node["metrics"][metric]["value"].as_i64().unwrap_or(0)
+}
+
+/// What a cluster's profiles say the shuffles moved.
+#[derive(Default)]
+struct Shuffled {
+    /// Bytes fetched from the other executor.
+    remote_bytes: i64,
+    /// Bytes each query's last stage wrote (the files the cluster keeps after the job).
+    final_bytes: Vec<i64>,
+}
+
+/// Checks each exchange of a logged cluster profile: the bytes its reader read, locally
+/// and remotely, are the bytes the upstream stage's writer wrote, file by file; under a
+/// `CoalescePartitionsExec` (a nested loop join's build side), each task of the reader
+/// reads every file.
+fn check_shuffles(node: &Value, parent: &str, query: &str, shuffled: &mut Shuffled) {
+    let children = node["children"].as_array().cloned().unwrap_or_default();
+    if node["name"] == "ShuffleReaderExec" {
+        let writer = children
+            .iter()
+            .find(|c| c["name"].as_str().unwrap().ends_with("ShuffleWriterExec"))
+            .unwrap_or_else(|| panic!("{query}: a reader without its upstream writer"));
+        let local = metric(node, "shuffleLocalBytesRead");
+        let remote = metric(node, "shuffleRemoteBytesRead");
+        let blocks =
+            metric(node, "shuffleLocalBlocksRead") + metric(node, "shuffleRemoteBlocksRead");
+        let readers = if parent == "CoalescePartitionsExec" {
+            node["metrics"]["shuffleLocalBytesRead"]["tasks"]
+                .as_i64()
+                .unwrap()
+        } else {
+            1
+        };
+        assert_eq!(
+            local + remote,
+            readers * metric(writer, "outputBytes"),
+            "{query}: {} read {local} + {remote} bytes of the {} its writer wrote",
+            node["display"],
+            metric(writer, "outputBytes")
+        );
+        assert!(blocks > 0, "{query}: {} read no block", node["display"]);
+        shuffled.remote_bytes += remote;
+    }
+    let name = node["name"].as_str().unwrap();
+    for child in &children {
+        check_shuffles(child, name, query, shuffled);
+    }
+}
+
+/// The bytes of the shuffle files (Arrow IPC) under `dir`.
+fn bytes_under(dir: &Path) -> i64 {
+    walk(dir)
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "arrow"))
+        .map(|f| i64::try_from(std::fs::metadata(f).unwrap().len()).unwrap())
+        .sum()
+}
+
 const ALL: &str = "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22";
 
 #[test]
@@ -155,7 +216,9 @@ fn tpch_on_two_executors_matches_one_process_and_logs_both() {
     // every stage has each of its executors' memory peaks
     let stages = json(&server, &format!("{base}/stages?details=true"));
     let mut stages_on_both = 0;
+    let mut remote_read_by_stages = 0;
     for stage in stages.as_array().unwrap() {
+        remote_read_by_stages += stage["shuffleRemoteBytesRead"].as_i64().unwrap();
         let summary = stage["executorSummary"].as_object().unwrap();
         assert!(
             !summary.is_empty(),
@@ -188,18 +251,50 @@ fn tpch_on_two_executors_matches_one_process_and_logs_both() {
     let sql = json(&server, &format!("{base}/sql?length=100"));
     assert_eq!(sql.as_array().unwrap().len(), 22);
     let mut operators = 0;
+    let mut shuffled = Shuffled::default();
     for exec in sql.as_array().unwrap() {
         assert_eq!(exec["status"], "COMPLETED", "{exec}");
         let profile = json(
             &server,
             &format!("/qprof/v1/applications/{app}/sql/{}/profile", exec["id"]),
         );
-        operators += check_operators(
-            &profile["query"]["plan"],
-            exec["description"].as_str().unwrap(),
-        );
+        let query = exec["description"].as_str().unwrap();
+        let plan = &profile["query"]["plan"];
+        operators += check_operators(plan, query);
+        check_shuffles(plan, "", query, &mut shuffled);
+        shuffled.final_bytes.push(metric(plan, "outputBytes"));
     }
     assert!(operators > 22 * 5, "{operators} operators");
+    // two executors: some of what the readers read came from the other one
+    assert!(shuffled.remote_bytes > 0, "no remote shuffle read");
+    // and Spark's stage data says the same
+    assert_eq!(remote_read_by_stages, shuffled.remote_bytes);
+    // Ballista removes a job's intermediate shuffle files when it succeeds and keeps its
+    // last stage's output for 5 minutes: the bytes its writers reported are those files
+    let mut kept: BTreeMap<String, i64> = BTreeMap::new();
+    for id in ["exec-1", "exec-2"] {
+        let work = dir.join(format!("work-{id}"));
+        // a job's directory (DataFusion's temporary ones hold no shuffle files)
+        for job in std::fs::read_dir(&work).unwrap().flatten() {
+            if bytes_under(&job.path()) == 0 {
+                continue;
+            }
+            *kept
+                .entry(job.file_name().to_string_lossy().into_owned())
+                .or_default() += bytes_under(&job.path());
+        }
+    }
+    assert!(!kept.is_empty(), "no job's output is kept");
+    for (job, bytes) in &kept {
+        let at = shuffled.final_bytes.iter().position(|b| b == bytes);
+        let at = at.unwrap_or_else(|| {
+            panic!(
+                "job {job} kept {bytes} bytes, no query's last stage wrote that: {:?}",
+                shuffled.final_bytes
+            )
+        });
+        shuffled.final_bytes.swap_remove(at);
+    }
     every_command(&server, &app, true, &dir);
     drop(server);
     // SQL of its own on the cluster: a table by a relative path, two statements

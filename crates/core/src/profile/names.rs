@@ -79,6 +79,16 @@ pub const DYNAMIC_FILTER_UPDATES: &str = "numDynamicFilterUpdates";
 pub const REPLACED_WITH_DYNAMIC_FILTER_ROWS: &str = "numReplacedWithDynamicFilterRows";
 /// Info key naming the operators whose dynamic filters an operator took in.
 pub const DYNAMIC_FILTER_PRODUCERS: &str = "dynamicFilterProducers";
+/// Bytes of shuffle files a shuffle reader read from its own executor's disk.
+pub const SHUFFLE_LOCAL_BYTES_READ: &str = "shuffleLocalBytesRead";
+/// Bytes of shuffle files a shuffle reader fetched from other executors.
+pub const SHUFFLE_REMOTE_BYTES_READ: &str = "shuffleRemoteBytesRead";
+/// Shuffle files (blocks) a shuffle reader read from its own executor's disk.
+pub const SHUFFLE_LOCAL_BLOCKS_READ: &str = "shuffleLocalBlocksRead";
+/// Shuffle files (blocks) a shuffle reader fetched from other executors.
+pub const SHUFFLE_REMOTE_BLOCKS_READ: &str = "shuffleRemoteBlocksRead";
+/// Time a shuffle writer spent writing its files (ns).
+pub const SHUFFLE_WRITE_NANOS: &str = "shuffleWriteNanos";
 /// The metric-name prefixes of the two phases of each kind of join, build (or held)
 /// side first: `hashBuildInputRows`, `hashProbeWallNanos`, ...
 pub const JOIN_PHASE_PREFIXES: [(&str, &str); 6] = [

@@ -18,7 +18,13 @@ pub(super) struct TaskFigures {
     input_rows: i64,
     input_bytes: i64,
     shuffle_read_rows: i64,
-    shuffle_read_bytes: i64,
+    /// Bytes and blocks read at the stage's boundary: on a cluster, its shuffle readers'
+    /// files, local and remote; in one process, the exchanged batches' bytes, all local.
+    shuffle_local_bytes: i64,
+    shuffle_remote_bytes: i64,
+    shuffle_local_blocks: i64,
+    shuffle_remote_blocks: i64,
+    shuffle_write_nanos: i64,
     output_rows: i64,
     output_bytes: i64,
     /// Bytes the task's operators wrote to spill files.
@@ -46,7 +52,11 @@ pub(super) fn task_figures(
         input_rows: 0,
         input_bytes: 0,
         shuffle_read_rows: 0,
-        shuffle_read_bytes: 0,
+        shuffle_local_bytes: 0,
+        shuffle_remote_bytes: 0,
+        shuffle_local_blocks: 0,
+        shuffle_remote_blocks: 0,
+        shuffle_write_nanos: 0,
         output_rows: task.value(names::OUTPUT_ROWS).unwrap_or(0),
         output_bytes: task.value(names::OUTPUT_BYTES).unwrap_or(0),
         spilled_bytes: 0,
@@ -55,15 +65,24 @@ pub(super) fn task_figures(
         let Some(node) = nodes.get(id) else {
             continue;
         };
-        f.spilled_bytes += task_value(node, names::SPILL_WRITTEN_BYTES, task.task_id);
+        let value = |metric: &str| task_value(node, metric, task.task_id);
+        f.spilled_bytes += value(names::SPILL_WRITTEN_BYTES);
+        f.shuffle_write_nanos += value(names::SHUFFLE_WRITE_NANOS);
         let leaf = node.children.is_empty();
         let boundary = !leaf && node.children.iter().all(|c| c.stage_id != Some(stage.id));
         if leaf {
             f.input_rows += task_value(node, names::OUTPUT_ROWS, task.task_id);
             f.input_bytes += task_value(node, "bytesScanned", task.task_id);
         } else if boundary {
-            f.shuffle_read_rows += task_value(node, names::OUTPUT_ROWS, task.task_id);
-            f.shuffle_read_bytes += task_value(node, names::OUTPUT_BYTES, task.task_id);
+            f.shuffle_read_rows += value(names::OUTPUT_ROWS);
+            if node.metric(names::SHUFFLE_LOCAL_BYTES_READ).is_some() {
+                f.shuffle_local_bytes += value(names::SHUFFLE_LOCAL_BYTES_READ);
+                f.shuffle_remote_bytes += value(names::SHUFFLE_REMOTE_BYTES_READ);
+                f.shuffle_local_blocks += value(names::SHUFFLE_LOCAL_BLOCKS_READ);
+                f.shuffle_remote_blocks += value(names::SHUFFLE_REMOTE_BLOCKS_READ);
+            } else {
+                f.shuffle_local_bytes += value(names::OUTPUT_BYTES);
+            }
         }
     }
     f
@@ -85,14 +104,21 @@ pub(super) fn task_metrics(task: &TaskProfile, f: &TaskFigures, result_task: boo
         result_size: if result_task { f.output_bytes } else { 0 },
         disk_bytes_spilled: f.spilled_bytes,
         shuffle_read: ShuffleReadLog {
-            local_bytes_read: f.shuffle_read_bytes,
+            local_bytes_read: f.shuffle_local_bytes,
+            remote_bytes_read: f.shuffle_remote_bytes,
+            local_blocks_fetched: f.shuffle_local_blocks,
+            remote_blocks_fetched: f.shuffle_remote_blocks,
             records_read: f.shuffle_read_rows,
             ..ShuffleReadLog::default()
         },
         shuffle_write: ShuffleWriteLog {
             bytes_written: shuffle_bytes,
             records_written: shuffle_rows,
-            ..ShuffleWriteLog::default()
+            write_time: if result_task {
+                0
+            } else {
+                f.shuffle_write_nanos
+            },
         },
         input: InputLog {
             bytes_read: f.input_bytes,
