@@ -28,6 +28,7 @@ use crate::engine::QprofExecutionEngine;
 pub use crate::guard::{EXECUTOR_LOST_FAILURE, FETCH_FAILED};
 use crate::guard::{GuardTimes, guard_jobs};
 use crate::observer::ClusterObserver;
+use crate::scheduler_port;
 
 /// Why a scheduler or an executor could not start or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +48,9 @@ pub struct SchedulerOptions {
     pub external_host: String,
     /// Seconds without a heartbeat after which an executor counts as lost.
     pub executor_timeout_seconds: u64,
+    /// HTTP routes served on the scheduler's port beside Ballista's gRPC service (by a
+    /// scheduler with qprof inside only), e.g. the profiles of the clients' jobs.
+    pub routes: axum::Router,
 }
 
 impl Default for SchedulerOptions {
@@ -54,6 +58,7 @@ impl Default for SchedulerOptions {
         Self {
             external_host: "localhost".to_string(),
             executor_timeout_seconds: 15,
+            routes: axum::Router::new(),
         }
     }
 }
@@ -95,8 +100,9 @@ pub async fn run_scheduler(
         }
         None => cluster,
     };
+    let config = Arc::new(config);
     let scheduler =
-        create_scheduler::<LogicalPlanNode, PhysicalPlanNode>(cluster, Arc::new(config)).await?;
+        create_scheduler::<LogicalPlanNode, PhysicalPlanNode>(cluster, Arc::clone(&config)).await?;
     // a job left stuck by a lost executor is failed rather than left hanging
     let guard = observer.as_ref().map(|observer| {
         let times = GuardTimes {
@@ -105,7 +111,13 @@ pub async fn run_scheduler(
         };
         tokio::spawn(guard_jobs(scheduler.clone(), Arc::clone(observer), times))
     });
-    let served = start_grpc_service_with_listener(listener, scheduler).await;
+    let served = if observer.is_some() {
+        scheduler_port::serve(listener, scheduler, &config, options.routes.clone()).await
+    } else {
+        start_grpc_service_with_listener(listener, scheduler)
+            .await
+            .map_err(ClusterError::from)
+    };
     if let Some(guard) = guard {
         guard.abort();
     }

@@ -14,7 +14,9 @@
 //!   end carries its [`qprof_core::profile::QueryProfile`] ([`profile`]): the stage plans
 //!   stitched into one tree, metrics by task, tasks by executor, executors' memory peaks
 //!   per stage from the tasks and the heartbeats, executors joining and lost.
-//! - [`cluster`] starts both as processes (`qprof cluster scheduler|executor`).
+//! - [`cluster`] starts both as processes (`qprof cluster scheduler|executor`); the
+//!   scheduler's port also serves HTTP routes given to it, e.g. the profiles of the jobs
+//!   that ended lately ([`job_profiles`]), which clients fetch when their jobs end.
 #![deny(missing_docs)]
 
 pub mod client_pool;
@@ -23,8 +25,10 @@ mod codec;
 mod engine;
 mod functions;
 mod guard;
+pub mod job_profiles;
 mod observer;
 pub mod profile;
+mod scheduler_port;
 pub mod wire;
 
 pub use client_pool::ConnectionPool;

@@ -35,6 +35,7 @@ use qprof_core::events::{
 use qprof_core::executor_memory::MemorySample;
 
 use crate::guard::{executor_lost_reason, failed_with, recovery_reason};
+use crate::job_profiles::JobProfiles;
 use crate::profile::{AppIds, ClusterView, JobRecord, LaunchedTask, query_profile};
 
 /// Heartbeat samples kept per executor (at one a second, over an hour).
@@ -54,6 +55,8 @@ pub struct ClusterObserver {
     poster: Mutex<mpsc::Sender<Work>>,
     /// The ids of the executors the scheduler has, sorted.
     members: tokio::sync::watch::Sender<Vec<String>>,
+    /// The profiles of the jobs that ended lately, for their clients.
+    profiles: Arc<JobProfiles>,
 }
 
 /// Something for the posting thread to do.
@@ -153,7 +156,13 @@ impl ClusterObserver {
             state: Mutex::new(ObserverState::default()),
             poster: Mutex::new(start_poster()),
             members: tokio::sync::watch::Sender::new(Vec::new()),
+            profiles: Arc::new(JobProfiles::default()),
         })
+    }
+
+    /// The profiles of the jobs that ended lately, by client session and job name.
+    pub fn profiles(&self) -> &Arc<JobProfiles> {
+        &self.profiles
     }
 
     /// Runs `work` on the posting thread, after everything queued before it.
@@ -257,6 +266,7 @@ impl ClusterObserver {
 
     /// Ends the application of `session`, if it is open.
     fn end_session(&self, session: &str) {
+        self.profiles.session_ended(session);
         let mut state = self.lock();
         if let Some(app) = state.apps.remove(session) {
             self.post(&app.bus, Event::AppEnd(AppEnd::new(epoch_millis(), 0)));
@@ -351,10 +361,16 @@ impl ClusterObserver {
         let app = self.app(&mut state, &session, &config);
         let query = app.next_query;
         app.next_query += 1;
-        let text = graph
-            .logical_plan()
-            .map(str::to_string)
-            .unwrap_or_else(|| graph.job_name().to_string());
+        // the SQL the client ran, if it said (it sends plans), else the plan
+        let sql = &qprof_datafusion::QprofOptions::of(config.options()).query_text;
+        let text = if sql.is_empty() {
+            graph
+                .logical_plan()
+                .map(str::to_string)
+                .unwrap_or_else(|| graph.job_name().to_string())
+        } else {
+            sql.clone()
+        };
         let start = match graph.start_time() {
             0 => epoch_millis(),
             t => t,
@@ -374,6 +390,8 @@ impl ClusterObserver {
                 start_epoch_millis: start,
             }),
         );
+        self.profiles
+            .submitted(&session, job_id.as_str(), &description);
         let job = state.jobs.entry(job_id.as_str().to_string()).or_default();
         job.name = description;
         job.session = Some(session);
@@ -426,6 +444,7 @@ impl ClusterObserver {
         // the profile is built and written on the posting thread, from what it needs of
         // the graph
         let job = JobRecord::of(graph.as_ref());
+        let (profiles, job_id) = (Arc::clone(&self.profiles), key);
         self.queue(move || {
             let profile = {
                 let mut ids = ids.lock().unwrap_or_else(PoisonError::into_inner);
@@ -434,6 +453,7 @@ impl ClusterObserver {
             let plan_text = datafusion::physical_plan::displayable(job.physical_plan().as_ref())
                 .indent(false)
                 .to_string();
+            let kept = (profile.clone(), error.clone());
             bus.post(&Event::QueryEnd(Box::new(QueryEnd {
                 id: query,
                 description: name,
@@ -444,6 +464,8 @@ impl ClusterObserver {
                 profile: Some(profile),
                 error,
             })));
+            // logged first: a client that has its profile finds it in the log too
+            profiles.ended(&session, &job_id, kept.0, kept.1);
         });
     }
 

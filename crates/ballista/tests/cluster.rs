@@ -13,6 +13,7 @@ use qprof_ballista::ClusterObserver;
 use qprof_ballista::cluster::{
     ExecutorOptions, SchedulerOptions, end_session, remote_session, run_executor, run_scheduler,
 };
+use qprof_ballista::job_profiles::JobProfile;
 use qprof_core::events::{Event, Listener, ListenerError};
 use qprof_core::profile::{ProfileNode, QueryProfile, names};
 use qprof_datafusion::{Profiler, QprofOptions};
@@ -96,6 +97,7 @@ async fn a_query_on_two_executors_is_profiled_per_task_and_executor() {
     let options = SchedulerOptions {
         external_host: "127.0.0.1".into(),
         executor_timeout_seconds: 15,
+        routes: axum::Router::new().route("/probe", axum::routing::get(|| async { "probed" })),
     };
     let observed = Arc::clone(&observer);
     tokio::spawn(async move { run_scheduler(listener, Some(observed), &options).await });
@@ -129,7 +131,37 @@ async fn a_query_on_two_executors_is_profiled_per_task_and_executor() {
     ctx.register_parquet("t", &table, ParquetReadOptions::default())
         .await
         .unwrap();
+    ctx.sql("SET ballista.job.name = 'the query'")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
     let on_cluster = ctx.sql(QUERY).await.unwrap().collect().await.unwrap();
+    // the scheduler keeps the job's profile for its client, under the job's name
+    match observer
+        .profiles()
+        .wait_for(&ctx.session_id(), "the query", Duration::from_secs(60))
+        .await
+    {
+        JobProfile::Ended {
+            profile,
+            error: None,
+        } => assert_eq!(
+            profile.rows,
+            on_cluster.iter().map(|b| b.num_rows() as u64).sum::<u64>()
+        ),
+        other => panic!("no profile of the job kept: {other:?}"),
+    }
+    // the scheduler's port answers HTTP beside gRPC: its health probe and the routes given
+    let answers = tokio::task::spawn_blocking(move || {
+        ["/healthz", "/probe", "/nothing"].map(|path| http_get(scheduler, path))
+    })
+    .await
+    .unwrap();
+    assert_eq!(answers[0], (200, "ok".to_string()));
+    assert_eq!(answers[1], (200, "probed".to_string()));
+    assert_eq!(answers[2].0, 404);
     let local = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(4));
     local
         .register_parquet("t", &table, ParquetReadOptions::default())
@@ -362,4 +394,24 @@ async fn a_query_on_two_executors_is_profiled_per_task_and_executor() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A plain HTTP/1.1 GET of `path` from `address`: its status and body.
+fn http_get(address: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP answer: {answer:?}"));
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, body.to_string())
 }

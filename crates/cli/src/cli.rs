@@ -224,12 +224,9 @@ pub(crate) struct ExecOptions {
     pub log: LogOptions,
 }
 
-/// What a run on a cluster does not take: the scheduler writes the event log and keeps the
-/// profiles, and the executors own memory, spill and reads.
-const NOT_WITH_CLUSTER: [&str; 12] = [
-    "profile_out",
-    "trace_out",
-    "top",
+/// What a run on a cluster does not take: the scheduler writes the event log, and the
+/// executors own memory, spill and reads.
+const NOT_WITH_CLUSTER: [&str; 9] = [
     "memory_limit",
     "spill_dir",
     "cache_memory",
@@ -254,8 +251,8 @@ pub(crate) struct RunArgs {
     pub data_dir: Option<PathBuf>,
     /// Run the queries on a Ballista cluster whose scheduler (`qprof cluster scheduler`)
     /// is at this URL, e.g. df://127.0.0.1:50050; the scheduler writes the event log and
-    /// keeps the profiles (the options of profiles, logs, memory and reads do not apply;
-    /// function tracking does).
+    /// serves each query's profile, printed here as in one process (the options of logs,
+    /// memory and reads do not apply; those of profiles and function tracking do).
     #[arg(long, value_name = "URL", value_parser = crate::cluster::parse_cluster_url,
           conflicts_with_all = NOT_WITH_CLUSTER)]
     pub cluster: Option<String>,
@@ -284,8 +281,8 @@ pub(crate) struct SqlArgs {
     pub s3_endpoint: Option<String>,
     /// Run the statements on a Ballista cluster whose scheduler (`qprof cluster scheduler`)
     /// is at this URL, e.g. df://127.0.0.1:50050; the scheduler writes the event log and
-    /// keeps the profiles (the options of profiles, logs, memory and reads do not apply;
-    /// function tracking does).
+    /// serves each query's profile, printed here as in one process (the options of logs,
+    /// memory and reads do not apply; those of profiles and function tracking do).
     /// The executors read local tables by the same absolute paths.
     #[arg(long, value_name = "URL", value_parser = crate::cluster::parse_cluster_url,
           conflicts_with_all = NOT_WITH_CLUSTER, conflicts_with = "s3_endpoint")]

@@ -19,9 +19,11 @@ use qprof_ballista::cluster::{
 use qprof_core::events::Listener;
 use qprof_datafusion::Profiler;
 use qprof_eventlog::listener::EventLogListener;
+use qprof_eventlog::profile_json::{FORMAT_VERSION, ProfilesDocument, ServedProfile};
 use qprof_eventlog::writer::{DEFAULT_ROLL_BYTES, LogConfig};
 
 use crate::cli::{ExecOptions, QueryList, RunArgs, SqlArgs, data_dir, parse_duration};
+use crate::cluster_profiles::ProfileClient;
 use crate::data::{TableSpec, parse_size, register_tables, split_statements};
 use crate::run::prepare_tpch;
 
@@ -119,6 +121,7 @@ async fn scheduler(args: SchedulerArgs) -> Result<()> {
     let options = SchedulerOptions {
         external_host: bound.ip().to_string(),
         executor_timeout_seconds: args.executor_timeout.as_secs().max(1),
+        routes: crate::cluster_profiles::routes(Arc::clone(observer.profiles())),
     };
     println!(
         "scheduler listening on df://{bound}; event logs in {}",
@@ -292,18 +295,21 @@ pub(crate) async fn run_tpch(args: RunArgs, url: &str) -> Result<()> {
     let dir = std::path::absolute(data_dir(args.data_dir.as_ref(), &args.tpch))
         .context("cannot resolve the data directory")?;
     let paths = prepare_tpch(&args.tpch, &dir)?;
+    crate::run::check_output_dirs(&args.exec)?;
     let ctx = client_session(url, &args.exec).await?;
     qprof_tpch::register_all(&ctx, &paths)
         .await
         .context("cannot register TPC-H tables")?;
     let session_id = ctx.session_id();
+    let mut profiles = Profiles::new(url, &session_id, args.exec.top)?;
     let mut failed = Vec::new();
     let mut total_rows = 0_usize;
     let run_start = Instant::now();
     for q in QueryList::or_all(args.queries.as_ref()) {
         let sql = qprof_tpch::query(q).with_context(|| format!("no TPC-H query {q}"))?;
         let start = Instant::now();
-        let outcome = run_job(&ctx, &format!("q{q}"), sql).await;
+        let name = format!("q{q}");
+        let outcome = run_job(&ctx, &name, sql).await;
         match outcome {
             Ok(batches) => {
                 let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
@@ -312,6 +318,7 @@ pub(crate) async fn run_tpch(args: RunArgs, url: &str) -> Result<()> {
                     "q{q:<3} {rows:>8} rows {:>10.1} ms",
                     crate::run::millis(start.elapsed())
                 );
+                profiles.print(&name).await;
             }
             Err(e) if scheduler_gone(url, &e).await => {
                 bail!("TPC-H query {q}: the scheduler at {url} stopped answering");
@@ -319,6 +326,7 @@ pub(crate) async fn run_tpch(args: RunArgs, url: &str) -> Result<()> {
             Err(e) => {
                 let line = qprof_datafusion::error_line(&e);
                 eprintln!("error: TPC-H query {q}: {line}");
+                profiles.keep(&name).await;
                 failed.push(q);
             }
         }
@@ -327,6 +335,7 @@ pub(crate) async fn run_tpch(args: RunArgs, url: &str) -> Result<()> {
         "{total_rows} rows in {:.1} ms on {url} (session {session_id})",
         crate::run::millis(run_start.elapsed())
     );
+    profiles.summarize(&args.exec)?;
     end_session(url, &session_id)
         .await
         .context("cannot end the session on the scheduler")?;
@@ -381,9 +390,11 @@ pub(crate) async fn run_sql(args: SqlArgs, url: &str) -> Result<()> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
+    crate::run::check_output_dirs(&args.exec)?;
     let ctx = client_session(url, &args.exec).await?;
     register_tables(&ctx, &tables, args.format).await?;
     let session_id = ctx.session_id();
+    let mut profiles = Profiles::new(url, &session_id, args.exec.top)?;
     let several = statements.len() > 1;
     let mut failed = Vec::new();
     for (i, sql) in statements.iter().enumerate() {
@@ -400,6 +411,7 @@ pub(crate) async fn run_sql(args: SqlArgs, url: &str) -> Result<()> {
                     batches.iter().map(|b| b.num_rows()).sum::<usize>(),
                     crate::run::millis(start.elapsed())
                 );
+                profiles.print(&label).await;
             }
             Err(e) if scheduler_gone(url, &e).await => {
                 bail!("{label}: the scheduler at {url} stopped answering");
@@ -410,10 +422,12 @@ pub(crate) async fn run_sql(args: SqlArgs, url: &str) -> Result<()> {
             }
             Err(e) => {
                 eprintln!("{label} failed: {}", qprof_datafusion::error_line(&e));
+                profiles.keep(&label).await;
                 failed.push(label);
             }
         }
     }
+    profiles.summarize(&args.exec)?;
     end_session(url, &session_id)
         .await
         .context("cannot end the session on the scheduler")?;
@@ -447,6 +461,19 @@ async fn run_job(
     .await?
     .collect()
     .await?;
+    // the scheduler receives a plan: the SQL text goes with it for the job's profile
+    {
+        let state = ctx.state_ref();
+        let mut state = state.write();
+        if let Some(options) = state
+            .config_mut()
+            .options_mut()
+            .extensions
+            .get_mut::<qprof_datafusion::QprofOptions>()
+        {
+            options.query_text = sql.trim().to_string();
+        }
+    }
     let mut runs = 0;
     loop {
         let frame = ctx.sql(sql).await?;
@@ -466,5 +493,54 @@ async fn run_job(
             }
             outcome => return outcome,
         }
+    }
+}
+
+/// The profiles of a cluster client's jobs, fetched from the scheduler as each job ends.
+struct Profiles {
+    client: ProfileClient,
+    document: ProfilesDocument,
+}
+
+impl Profiles {
+    fn new(url: &str, session: &str, top: usize) -> Result<Profiles> {
+        Ok(Profiles {
+            client: ProfileClient::new(url, session, top)?,
+            document: ProfilesDocument {
+                format_version: FORMAT_VERSION,
+                queries: Vec::new(),
+            },
+        })
+    }
+
+    /// Prints the profile of the job called `job` as one process prints a query's, and
+    /// keeps it; a profile the scheduler does not give is said on one line.
+    async fn print(&mut self, job: &str) {
+        if let Some(served) = self.fetch(job).await {
+            println!("{}", served.text);
+            self.document.queries.push(served.query);
+        }
+    }
+
+    /// Keeps the profile of the job called `job` (one that failed) without printing it.
+    async fn keep(&mut self, job: &str) {
+        if let Some(served) = self.fetch(job).await {
+            self.document.queries.push(served.query);
+        }
+    }
+
+    async fn fetch(&self, job: &str) -> Option<ServedProfile> {
+        match self.client.fetch(job).await {
+            Ok(served) => Some(served),
+            Err(e) => {
+                eprintln!("{job}: no profile: {e:#}");
+                None
+            }
+        }
+    }
+
+    /// The run's totals, and `--profile-out` and `--trace-out` written.
+    fn summarize(&self, exec: &ExecOptions) -> Result<()> {
+        crate::run::summarize_document(&self.document, exec)
     }
 }

@@ -6,6 +6,7 @@ mod bench_cluster;
 mod bench_history;
 mod cli;
 mod cluster;
+mod cluster_profiles;
 mod data;
 mod diff;
 mod live;

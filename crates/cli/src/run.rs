@@ -98,7 +98,14 @@ pub(crate) fn prepare_tpch(sf: &ScaleFactor, dir: &Path) -> Result<DatasetPaths>
 /// A profiling session with the options' configuration, memory limit, spill directory
 /// and read cache.
 async fn session(exec: &ExecOptions) -> Result<ProfilingSession> {
-    // files written at the run's end: a missing directory is said before the run, not after
+    check_output_dirs(exec)?;
+    let config = session_config(exec.partitions, &exec.functions)?;
+    profiling_session(exec, config).await
+}
+
+/// Fails when `--profile-out` or `--trace-out` names a file in a directory that does not
+/// exist: the files are written at the run's end, the mistake is said before the run.
+pub(crate) fn check_output_dirs(exec: &ExecOptions) -> Result<()> {
     for (path, what) in [
         (&exec.profile_out, "profiles"),
         (&exec.trace_out, "the trace"),
@@ -117,7 +124,11 @@ async fn session(exec: &ExecOptions) -> Result<ProfilingSession> {
             }
         }
     }
-    let config = session_config(exec.partitions, &exec.functions)?;
+    Ok(())
+}
+
+/// Session setup continued: the runtime and profiler.
+async fn profiling_session(exec: &ExecOptions, config: SessionConfig) -> Result<ProfilingSession> {
     let mut runtime = RuntimeEnvBuilder::new();
     if let Some(limit) = exec.memory_limit {
         runtime = runtime.with_memory_limit(limit, 1.0);
@@ -344,8 +355,7 @@ fn progress_line(label: &str, profile: &QueryProfile, elapsed: Duration) -> Stri
 /// The profile as text, then what the advisor noticed in it.
 fn print_profile(profile: &QueryProfile, top: usize) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    let findings = qprof_core::advice::render_findings(&qprof_core::advice::advise(profile));
-    writeln!(out, "{}{findings}", profile.render_text(top))?;
+    writeln!(out, "{}", profile.render_report(top))?;
     Ok(())
 }
 
@@ -437,31 +447,33 @@ async fn end_run(
 
 /// Prints the run's totals and writes `--profile-out` and `--trace-out`.
 fn summarize(profiles: &[QueryProfile], exec: &ExecOptions) -> Result<()> {
-    let total: u64 = profiles.iter().map(|p| p.duration_nanos).sum();
+    summarize_document(&ProfilesDocument::new(profiles), exec)
+}
+
+/// Prints the totals of the run whose profiles are `document` and writes `--profile-out`
+/// and `--trace-out`: for a run in this process or on a cluster.
+pub(crate) fn summarize_document(document: &ProfilesDocument, exec: &ExecOptions) -> Result<()> {
+    let queries = &document.queries;
+    let total: u64 = queries.iter().map(|q| q.duration_nanos).sum();
     println!(
         "{} queries, {} rows, {} in total",
-        profiles.len(),
-        format::integer(profiles.iter().map(|p| p.rows as i64).sum()),
+        queries.len(),
+        format::integer(queries.iter().map(|q| q.rows as i64).sum()),
         format::human_nanos(total)
     );
     if let Some(path) = &exec.profile_out {
-        write_profiles(profiles, path)?;
+        let json = serde_json::to_string_pretty(document).context("cannot serialize profiles")?;
+        std::fs::write(path, json)
+            .with_context(|| format!("cannot write profiles to '{}'", path.display()))?;
         println!("profiles written to {}", path.display());
     }
     if let Some(path) = &exec.trace_out {
-        let trace = qprof_eventlog::trace_events::chrome_trace(profiles);
+        let trace = qprof_eventlog::trace_events::chrome_trace(queries);
         std::fs::write(path, trace.to_string())
             .with_context(|| format!("cannot write the trace to '{}'", path.display()))?;
         println!("trace written to {}", path.display());
     }
     Ok(())
-}
-
-fn write_profiles(profiles: &[QueryProfile], path: &Path) -> Result<()> {
-    let json = serde_json::to_string_pretty(&ProfilesDocument::new(profiles))
-        .context("cannot serialize profiles")?;
-    std::fs::write(path, json)
-        .with_context(|| format!("cannot write profiles to '{}'", path.display()))
 }
 
 /// Milliseconds of a duration, for tables.

@@ -157,6 +157,15 @@ fn check_shuffles(node: &Value, parent: &str, query: &str, shuffled: &mut Shuffl
     }
 }
 
+/// The operators of a profile's plan, in pre-order.
+fn operator_names(node: &Value) -> Vec<String> {
+    let mut names = vec![node["name"].as_str().unwrap().to_string()];
+    for child in node["children"].as_array().into_iter().flatten() {
+        names.extend(operator_names(child));
+    }
+    names
+}
+
 /// The bytes of the shuffle files (Arrow IPC) under `dir`.
 fn bytes_under(dir: &Path) -> i64 {
     walk(dir)
@@ -174,7 +183,13 @@ fn tpch_on_two_executors_matches_one_process_and_logs_both() {
     let expected = local_rows(&dir, ALL);
     assert_eq!(expected.len(), 22);
     let cluster = LocalCluster::start(&dir, &["exec-1", "exec-2"]);
-    let out = cluster_run(&cluster, &dir, ALL).output().unwrap();
+    let client_profiles = dir.join("client-profiles.json");
+    let out = cluster_run(&cluster, &dir, ALL)
+        .arg("--profile-out")
+        .arg(&client_profiles)
+        .args(["--top", "2"])
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -182,6 +197,18 @@ fn tpch_on_two_executors_matches_one_process_and_logs_both() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(printed_rows(&stdout), expected);
+    // the client printed each query's profile as one process does, two operators listed
+    // under each, and wrote them all
+    assert_eq!(
+        stdout.matches("top operators by self cpu:").count(),
+        22,
+        "{stdout}"
+    );
+    assert!(stdout.contains("#0 ShuffleWriterExec"), "{stdout}");
+    let client: Value =
+        serde_json::from_str(&std::fs::read_to_string(&client_profiles).unwrap()).unwrap();
+    let client = client["queries"].as_array().unwrap().clone();
+    assert_eq!(client.len(), 22);
 
     let server = Server::start(&cluster.events);
     let apps = json(&server, "/api/v1/applications");
@@ -260,6 +287,24 @@ fn tpch_on_two_executors_matches_one_process_and_logs_both() {
         );
         let query = exec["description"].as_str().unwrap();
         let plan = &profile["query"]["plan"];
+        // the client's profile of the query is the one logged: the same operators, the
+        // same SQL (the TPC-H text the client ran, not the plan the scheduler received)
+        let number: usize = query.trim_start_matches('q').parse().unwrap();
+        let mine = &client[number - 1];
+        assert_eq!(
+            operator_names(&mine["plan"]),
+            operator_names(plan),
+            "{query}"
+        );
+        assert_eq!(mine["sql"], profile["query"]["sql"], "{query}");
+        assert!(
+            mine["sql"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("-- TPC-H Q{number}:")),
+            "{query}: {}",
+            mine["sql"]
+        );
         operators += check_operators(plan, query);
         check_shuffles(plan, "", query, &mut shuffled);
         shuffled.final_bytes.push(metric(plan, "outputBytes"));
@@ -321,6 +366,12 @@ fn tpch_on_two_executors_matches_one_process_and_logs_both() {
     assert!(stdout.contains("| 25      |"), "{stdout}");
     assert!(stdout.contains("GERMANY"), "{stdout}");
     assert!(stdout.contains("statement 2: 1 rows"), "{stdout}");
+    // each statement's profile, printed as one process prints it
+    assert_eq!(
+        stdout.matches("top operators by self cpu:").count(),
+        2,
+        "{stdout}"
+    );
     drop(cluster);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -9,6 +9,7 @@
 //! | `qprof.expression.adaptive_cpu_sampling_max_overhead_pct` | `1.0` | overhead budget of sampling, % of a function's time |
 //! | `qprof.runtime.counter_update_period_ms` | `500` | period of the updater that samples periodic counters (read concurrency, throughput), 1 to 60000 |
 //! | `qprof.runtime.heartbeat_interval_ms` | `1000` | time between samples of the executor's memory, 1 to 600000 (rounded up to whole updater periods) |
+//! | `qprof.query.text` | empty | the SQL text of the session's next queries, for their profiles: a client that sends plans (to a cluster) sets it before each query, else a profile shows the logical plan |
 //!
 //! The first key beats the second, which beats the third: see [`QprofOptions::tracking_for`].
 
@@ -32,6 +33,10 @@ pub const COUNTER_UPDATE_PERIOD_MS: &str = "runtime.counter_update_period_ms";
 /// Key (without the `qprof.` prefix) of the time between the executor's memory samples, in ms.
 pub const HEARTBEAT_INTERVAL_MS: &str = "runtime.heartbeat_interval_ms";
 
+/// Key (without the `qprof.` prefix) of the SQL text the session's next queries are
+/// profiled under.
+pub const QUERY_TEXT: &str = "query.text";
+
 /// qprof's options of one session.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QprofOptions {
@@ -49,6 +54,9 @@ pub struct QprofOptions {
     /// Time between samples of the executor's memory (its heartbeat), in milliseconds; in
     /// [1, 600000]. Stages also sample when they start, so short ones are never missed.
     pub heartbeat_interval_ms: u64,
+    /// The SQL text of the session's next queries (empty: none was given), for a client
+    /// whose queries reach the engine as plans.
+    pub query_text: String,
 }
 
 impl Default for QprofOptions {
@@ -60,6 +68,7 @@ impl Default for QprofOptions {
             adaptive_cpu_sampling_max_overhead_pct: 1.0,
             counter_update_period_ms: 500,
             heartbeat_interval_ms: 1_000,
+            query_text: String::new(),
         }
     }
 }
@@ -132,12 +141,13 @@ impl QprofOptions {
                     _ => return Err(invalid(key, value, "milliseconds in [1, 600000]")),
                 };
             }
+            QUERY_TEXT => self.query_text = value.to_string(),
             _ => {
                 return Err(DataFusionError::Configuration(format!(
                     "unknown option qprof.{key}; known: qprof.{TRACK_CPU_USAGE}, \
                      qprof.{TRACK_CPU_USAGE_FOR_FUNCTIONS}, qprof.{ADAPTIVE_CPU_SAMPLING}, \
                      qprof.{ADAPTIVE_MAX_OVERHEAD_PCT}, qprof.{COUNTER_UPDATE_PERIOD_MS}, \
-                     qprof.{HEARTBEAT_INTERVAL_MS}"
+                     qprof.{HEARTBEAT_INTERVAL_MS}, qprof.{QUERY_TEXT}"
                 )));
             }
         }
@@ -237,6 +247,11 @@ impl ExtensionOptions for QprofOptions {
                 HEARTBEAT_INTERVAL_MS,
                 self.heartbeat_interval_ms.to_string(),
                 "Time between samples of the executor's memory, in ms.",
+            ),
+            entry(
+                QUERY_TEXT,
+                self.query_text.clone(),
+                "The SQL text of the session's next queries, for their profiles.",
             ),
         ]
     }

@@ -114,6 +114,45 @@ impl ProfilesDocument {
     }
 }
 
+/// A cluster job's profile as its scheduler serves it to the client that ran the job: what
+/// one process prints for a query (its tree, top operators and findings, rendered with
+/// the client's `top`), why the job failed if it did, and the profile itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServedProfile {
+    /// The format version, [`FORMAT_VERSION`] when written by this crate.
+    pub format_version: u32,
+    /// The profile as text, then the advisor's findings.
+    pub text: String,
+    /// Why the job failed, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The profile.
+    pub query: QueryJson,
+}
+
+impl ServedProfile {
+    /// What is served of `profile` for a client that lists `top` operators.
+    pub fn new(profile: &QueryProfile, top: usize, error: Option<String>) -> ServedProfile {
+        ServedProfile {
+            format_version: FORMAT_VERSION,
+            text: profile.render_report(top),
+            error,
+            query: QueryJson::from(profile),
+        }
+    }
+
+    /// Reads what a scheduler served.
+    ///
+    /// # Errors
+    /// Malformed JSON or shape, or a format newer than this crate reads.
+    pub fn parse(text: &str) -> Result<ServedProfile, ProfileJsonError> {
+        let served: ServedProfile = serde_json::from_str(text)?;
+        check_version(served.format_version)?;
+        Ok(served)
+    }
+}
+
 /// Refuses versions newer than [`FORMAT_VERSION`].
 ///
 /// # Errors

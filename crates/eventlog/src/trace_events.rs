@@ -5,7 +5,8 @@
 use serde_json::{Value, json};
 
 use qprof_core::format;
-use qprof_core::profile::QueryProfile;
+
+use crate::profile_json::QueryJson;
 
 /// Track of a query's own span.
 const QUERY_TRACK: u64 = 0;
@@ -31,10 +32,11 @@ fn name(kind: &str, pid: usize, tid: u64, label: String) -> Value {
     json!({"name": kind, "ph": "M", "pid": pid, "tid": tid, "args": {"name": label}})
 }
 
-/// The trace of `profiles`: `{"traceEvents": [..], "displayTimeUnit": "ms"}`.
-pub fn chrome_trace<'a>(profiles: impl IntoIterator<Item = &'a QueryProfile>) -> Value {
+/// The trace of the profiles `queries` (as `--profile-out` writes them, whether a run was
+/// local or on a cluster): `{"traceEvents": [..], "displayTimeUnit": "ms"}`.
+pub fn chrome_trace<'a>(queries: impl IntoIterator<Item = &'a QueryJson>) -> Value {
     let mut events = Vec::new();
-    for q in profiles {
+    for q in queries {
         let pid = q.id;
         let start = micros(q.start_epoch_millis);
         let dur = q.duration_nanos / 1000;
@@ -61,8 +63,8 @@ pub fn chrome_trace<'a>(profiles: impl IntoIterator<Item = &'a QueryProfile>) ->
                     format!("stage {} task {}", stage.id, task.partition),
                 ));
                 let mut args = json!({"taskId": task.task_id, "partition": task.partition});
-                for m in &task.metrics {
-                    args[m.name.as_str()] = json!(m.value);
+                for (name, m) in &task.metrics.0 {
+                    args[name.as_str()] = json!(m.value);
                 }
                 if let Some(error) = &task.error {
                     args["error"] = json!(error);
@@ -88,7 +90,7 @@ mod tests {
 
     #[test]
     fn a_query_becomes_a_process_with_its_span_and_one_track_per_task() {
-        let trace = chrome_trace([&sample()]);
+        let trace = chrome_trace([&QueryJson::from(&sample())]);
         let events = trace["traceEvents"].as_array().unwrap();
         let spans: Vec<&Value> = events.iter().filter(|e| e["ph"] == "X").collect();
         assert_eq!(spans.len(), 2, "{trace}");

@@ -332,10 +332,9 @@ fn event_log_flags_are_checked() {
 #[test]
 fn cluster_runs_refuse_what_they_do_not_take_and_an_unreachable_scheduler() {
     for args in [
-        &["run", "--tpch", "0.01", "--profile-out", "p.json"][..],
-        &["run", "--tpch", "0.01", "--top", "3"],
+        &["run", "--tpch", "0.01", "--spill-dir", "."][..],
         &["run", "--tpch", "0.01", "--memory-limit", "1G"],
-        &["sql", "SELECT 1", "--trace-out", "t.json"],
+        &["sql", "SELECT 1", "--ui"],
         &["sql", "SELECT 1", "--no-event-log"],
         &["sql", "SELECT 1", "--s3-endpoint", "http://127.0.0.1:9000"],
     ] {
@@ -355,6 +354,18 @@ fn cluster_runs_refuse_what_they_do_not_take_and_an_unreachable_scheduler() {
     assert_one_line_error(
         &qprof(&["sql", "SELECT 1", "--cluster", &url]),
         &format!("cannot reach the scheduler at {url}"),
+    );
+    // profiles are written on a cluster too: a directory that is not there is said first
+    assert_one_line_error(
+        &qprof(&[
+            "sql",
+            "SELECT 1",
+            "--profile-out",
+            "no-such-dir/p.json",
+            "--cluster",
+            &url,
+        ]),
+        "cannot write profiles to 'no-such-dir/p.json': 'no-such-dir' is not a directory",
     );
 }
 

@@ -14,6 +14,13 @@ impl QueryProfile {
         nodes
     }
 
+    /// What `qprof run` prints for a query: [`Self::render_text`], then the advisor's
+    /// findings.
+    pub fn render_report(&self, top: usize) -> String {
+        let findings = crate::advice::render_findings(&crate::advice::advise(self));
+        format!("{}{findings}", self.render_text(top))
+    }
+
     /// Renders the profile as text: a header line, the operator tree with each operator's
     /// share of the query's CPU, and the `top` operators by self CPU time.
     pub fn render_text(&self, top: usize) -> String {
