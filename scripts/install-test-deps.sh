@@ -2,7 +2,8 @@
 # Installs what the test suite needs besides Rust: Debian's Chromium (web UI tests), Java 17
 # and a Python virtualenv with spark-history-cli 1.5.0 and pyspark 4.3.0 (client and Spark
 # history server compatibility tests), moto's S3 server 5.1.22 (tables on s3://) and
-# prometheus_client 0.21.1 (its parser checks /metrics).
+# prometheus_client 0.21.1 (its parser checks /metrics), and DuckDB 2.0.1 (reference answers
+# to TPC-H from an engine independent of DataFusion).
 # Idempotent: does nothing when all are present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +35,11 @@ fi
 if ! "$VENV/bin/python" -c "import prometheus_client" >/dev/null 2>&1; then
     echo "== installing prometheus_client 0.21.1 into $VENV (parses /metrics in tests)"
     "$VENV/bin/pip" install --quiet --disable-pip-version-check prometheus_client==0.21.1
+fi
+
+if ! "$VENV/bin/python" -c "import duckdb" >/dev/null 2>&1; then
+    echo "== installing duckdb 2.0.1 into $VENV (TPC-H reference answers in tests)"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check duckdb==2.0.1
 fi
 
 if [ ! -x "$VENV/bin/moto_server" ]; then
