@@ -111,8 +111,16 @@ pub async fn run_scheduler(
         };
         tokio::spawn(guard_jobs(scheduler.clone(), Arc::clone(observer), times))
     });
-    let served = if observer.is_some() {
-        scheduler_port::serve(listener, scheduler, &config, options.routes.clone()).await
+    let served = if let Some(observer) = &observer {
+        let executors = observer.executors();
+        scheduler_port::serve(
+            listener,
+            scheduler,
+            &config,
+            executors,
+            options.routes.clone(),
+        )
+        .await
     } else {
         start_grpc_service_with_listener(listener, scheduler)
             .await

@@ -23,17 +23,19 @@ use crate::cluster::ClusterError;
 /// The scheduler Ballista builds with qprof's codecs.
 pub(crate) type Scheduler = SchedulerServer<LogicalPlanNode, PhysicalPlanNode>;
 
-/// Serves `scheduler` (configured by `config`) and `routes` on `listener` until it fails.
+/// Serves `scheduler` (configured by `config`, its executors' ids in `executors`) and
+/// `routes` on `listener` until it fails.
 pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     scheduler: Scheduler,
     config: &SchedulerConfig,
+    executors: tokio::sync::watch::Receiver<Vec<String>>,
     routes: Router,
 ) -> Result<(), ClusterError> {
     let health = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .with_state(Arc::new(scheduler.clone()));
+        .with_state(Arc::new((scheduler.clone(), executors)));
     let grpc = SchedulerGrpcServer::new(scheduler)
         .max_encoding_message_size(config.grpc_server_max_encoding_message_size as usize)
         .max_decoding_message_size(config.grpc_server_max_decoding_message_size as usize);
@@ -49,14 +51,22 @@ pub(crate) async fn serve(
     Ok(())
 }
 
-/// Ready once the executors Ballista's configuration asks for have registered.
-async fn readyz(State(scheduler): State<Arc<Scheduler>>) -> impl IntoResponse {
+/// Ready once the executors Ballista's configuration asks for have registered; says how
+/// many have, in the words of Ballista's own probe.
+async fn readyz(
+    State(state): State<Arc<(Scheduler, tokio::sync::watch::Receiver<Vec<String>>)>>,
+) -> impl IntoResponse {
+    let (scheduler, executors) = state.as_ref();
+    let registered = executors.borrow().len();
     if scheduler.is_ready() {
-        (StatusCode::OK, "ready\n")
+        (
+            StatusCode::OK,
+            format!("ready: {registered} executors registered\n"),
+        )
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: too few executors\n",
+            format!("not ready: {registered} executors registered\n"),
         )
     }
 }

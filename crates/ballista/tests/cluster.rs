@@ -155,13 +155,17 @@ async fn a_query_on_two_executors_is_profiled_per_task_and_executor() {
     }
     // the scheduler's port answers HTTP beside gRPC: its health probe and the routes given
     let answers = tokio::task::spawn_blocking(move || {
-        ["/healthz", "/probe", "/nothing"].map(|path| http_get(scheduler, path))
+        ["/healthz", "/probe", "/nothing", "/readyz"].map(|path| http_get(scheduler, path))
     })
     .await
     .unwrap();
     assert_eq!(answers[0], (200, "ok".to_string()));
     assert_eq!(answers[1], (200, "probed".to_string()));
     assert_eq!(answers[2].0, 404);
+    assert_eq!(
+        answers[3],
+        (200, "ready: 2 executors registered\n".to_string())
+    );
     let local = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(4));
     local
         .register_parquet("t", &table, ParquetReadOptions::default())

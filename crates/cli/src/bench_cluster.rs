@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -72,6 +72,33 @@ async fn start_cluster(
         tokio::spawn(async move { run_executor(&options, profiler).await });
     }
     Ok((format!("df://{scheduler}"), observer))
+}
+
+/// Waits (a minute at most) until all the executors of the cluster at `url` registered,
+/// as its scheduler's readiness probe counts them (Ballista's `/readyz`, and qprof's in
+/// its words): each query then has all of them.
+async fn executors_registered(url: &str) -> Result<()> {
+    let probe = format!("http://{}/readyz", url.trim_start_matches("df://"));
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        // `ready: N executors registered` or `not ready: N/M executors registered`
+        let said = match http.get(&probe).send().await {
+            Ok(answer) => answer.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        let registered = said
+            .split_once(": ")
+            .and_then(|(_, rest)| rest.split(['/', ' ']).next())
+            .and_then(|n| n.parse::<usize>().ok());
+        if registered == Some(EXECUTORS) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("the executors of {url} did not register within a minute: {said:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// A client session on `url` (it connects with its first query).
@@ -150,7 +177,7 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
         let log_dir = matches!(side, BenchSide::Qprof).then_some(logs.as_path());
         let (url, observer) = start_cluster(log_dir, scratch.path(), vcores).await?;
         let ctx = connect(&url, &config).await?;
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        executors_registered(&url).await?;
         qprof_tpch::register_all(&ctx, &paths).await?;
         let observer = observer.as_deref();
         run_alone(
@@ -171,8 +198,8 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
     let observer = observer.as_deref();
     let plain = connect(&plain_url, &config).await?;
     let profiled = connect(&qprof_url, &config).await?;
-    // executors register within a heartbeat of their start
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    executors_registered(&plain_url).await?;
+    executors_registered(&qprof_url).await?;
     qprof_tpch::register_all(&plain, &paths).await?;
     qprof_tpch::register_all(&profiled, &paths).await?;
     for sql in &sqls {

@@ -34,11 +34,15 @@ use qprof_datafusion::read_cache::CHUNK_BYTES;
 use qprof_datafusion::{ProfiledQuery, Profiler, ReadCache, ReadCacheConfig};
 
 /// A store in front of the local file system that counts what it serves and can make
-/// every read take a fixed time.
+/// every read take a fixed time, or hold each read until the test lets it through.
 #[derive(Debug)]
 struct CountingStore {
     inner: LocalFileSystem,
     read_delay: Duration,
+    /// When closed, each read waits for a permit the test hands out.
+    gate: Option<tokio::sync::Semaphore>,
+    /// Reads waiting at the gate now.
+    held: AtomicU64,
     reads: AtomicU64,
     bytes: AtomicU64,
 }
@@ -48,9 +52,26 @@ impl CountingStore {
         Arc::new(Self {
             inner: LocalFileSystem::new(),
             read_delay,
+            gate: None,
+            held: AtomicU64::new(0),
             reads: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
         })
+    }
+
+    /// A store whose reads wait at a gate the test opens (see [`Self::let_through`]).
+    fn gated() -> Arc<Self> {
+        Arc::new(Self {
+            gate: Some(tokio::sync::Semaphore::new(0)),
+            ..Arc::into_inner(Self::new(Duration::ZERO)).unwrap()
+        })
+    }
+
+    /// Lets `reads` more reads through the gate.
+    fn let_through(&self, reads: usize) {
+        if let Some(gate) = &self.gate {
+            gate.add_permits(reads);
+        }
     }
 
     fn reset(&self) {
@@ -59,9 +80,25 @@ impl CountingStore {
     }
 
     async fn delay(&self) {
+        if let Some(gate) = &self.gate {
+            self.held.fetch_add(1, Relaxed);
+            if let Ok(permit) = gate.acquire().await {
+                permit.forget();
+            }
+            self.held.fetch_sub(1, Relaxed);
+        }
         if !self.read_delay.is_zero() {
             tokio::time::sleep(self.read_delay).await;
         }
+    }
+}
+
+/// Waits (a minute at most) until `condition` holds, checking every millisecond.
+async fn until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !condition() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
 
@@ -290,7 +327,7 @@ async fn a_scan_reports_the_bytes_and_requests_the_store_served_and_prunes_by_st
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn slow_reads_show_as_io_wait_and_a_read_in_flight_most_of_the_time() {
+async fn slow_reads_show_as_io_wait_and_read_time() {
     let dir = temp_dir("slow");
     let file = dir.join("numbers.parquet");
     write_numbers(&file, 2000, 200);
@@ -324,16 +361,71 @@ async fn slow_reads_show_as_io_wait_and_a_read_in_flight_most_of_the_time() {
         "wait {wait} vs {}",
         run.profile.duration_nanos
     );
+    // one task, one average of its reads in flight; the share of time at each count
+    // adds up to the whole
     let concurrency = task_values(scan, names::AVERAGE_READ_CONCURRENCY);
     assert_eq!(concurrency.len(), 1);
-    assert!(
-        (5..=15).contains(&concurrency[0].value),
-        "about one read in flight: {} tenths",
-        concurrency[0].value
-    );
     let buckets = shares(info(scan, names::READ_CONCURRENCY_BUCKET));
-    assert!(buckets[1] >= 50.0, "{buckets:?}");
+    assert!(
+        (buckets.iter().sum::<f64>() - 100.0).abs() < 1.0,
+        "{buckets:?}"
+    );
     assert!(value(scan, names::READ_BYTES_PER_SECOND) > 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The run of a query in the background.
+type Running = tokio::task::JoinHandle<Result<ProfiledQuery, qprof_datafusion::QueryFailure>>;
+
+/// `SELECT sum(x)` over a file of a gated store, started in the background with the gate
+/// closed (the file registered before), its periodic counters updated every `period_ms`.
+async fn gated_sum(name: &str, period_ms: u64) -> (PathBuf, Arc<CountingStore>, Profiler, Running) {
+    let dir = temp_dir(name);
+    let file = dir.join("numbers.parquet");
+    write_numbers(&file, 2000, 200);
+    let store = CountingStore::gated();
+    let (profiler, ctx) = session(Arc::clone(&store), 1).await;
+    ctx.sql(&format!(
+        "SET qprof.runtime.counter_update_period_ms = {period_ms}"
+    ))
+    .await
+    .unwrap();
+    store.let_through(usize::MAX >> 4);
+    ctx.register_parquet("t", file.to_str().unwrap(), ParquetReadOptions::default())
+        .await
+        .unwrap();
+    // the gate closed again: the query's reads wait for the test
+    let gate = store.gate.as_ref().unwrap();
+    gate.forget_permits(gate.available_permits());
+    store.reset();
+    let running = {
+        let (profiler, ctx) = (profiler.clone(), ctx.clone());
+        tokio::spawn(async move { profiler.run_sql(&ctx, "SELECT sum(x) FROM t").await })
+    };
+    (dir, store, profiler, running)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_held_in_flight_is_sampled_as_one_read_in_flight() {
+    let (dir, store, profiler, running) = gated_sum("held", 5).await;
+    // a read held in flight: the live profile's samples see it, and only it
+    until("a read in flight sampled", || {
+        store.held.load(Relaxed) == 1
+            && profiler.running_queries().iter().any(|&id| {
+                profiler.snapshot(id).is_some_and(|s| {
+                    value(node(&s, "DataSourceExec"), names::AVERAGE_READ_CONCURRENCY) > 0
+                })
+            })
+    })
+    .await;
+    store.let_through(usize::MAX >> 4);
+    let run = running.await.unwrap().unwrap();
+    let scan = node(&run.profile, "DataSourceExec");
+    // never more than the one read the scan had in flight at a time
+    let average = value(scan, names::AVERAGE_READ_CONCURRENCY);
+    assert!(average <= 10, "{average} tenths");
+    let buckets = shares(info(scan, names::READ_CONCURRENCY_BUCKET));
+    assert!(buckets.iter().skip(2).all(|&b| b == 0.0), "{buckets:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -393,31 +485,34 @@ async fn copy_reports_the_files_and_bytes_on_disk_in_every_format() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_query_can_be_read_while_it_reads() {
-    let dir = temp_dir("live");
-    let file = dir.join("numbers.parquet");
-    write_numbers(&file, 2000, 200);
-    let store = CountingStore::new(Duration::from_millis(40));
-    let (profiler, ctx) = session(Arc::clone(&store), 1).await;
-    ctx.register_parquet("t", file.to_str().unwrap(), ParquetReadOptions::default())
-        .await
-        .unwrap();
-    let running = {
-        let (profiler, ctx) = (profiler.clone(), ctx.clone());
-        tokio::spawn(async move { profiler.run_sql(&ctx, "SELECT sum(x) FROM t").await })
-    };
-    // snapshots while it runs: bytes read grow and never pass the store's count
+    let (dir, store, profiler, running) = gated_sum("live", 500).await;
+    // the reads let through one at a time: while the next one waits at the gate, the
+    // snapshot has counted every byte served so far, and never more
     let mut seen = Vec::new();
-    while !running.is_finished() {
-        for id in profiler.running_queries() {
-            if let Some(snapshot) = profiler.snapshot(id) {
-                let scan = node(&snapshot, "DataSourceExec");
-                let read = value(scan, names::READ_BYTES);
-                assert!(read <= store.bytes.load(Relaxed) as i64);
-                seen.push(read);
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(15)).await;
+    while seen.len() < 3 {
+        until("a read waiting at the gate", || {
+            store.held.load(Relaxed) >= 1
+        })
+        .await;
+        let served = store.bytes.load(Relaxed) as i64;
+        let mut read = 0;
+        until("the snapshot counting what was served", || {
+            read = profiler
+                .running_queries()
+                .iter()
+                .find_map(|&id| profiler.snapshot(id))
+                .map_or(-1, |s| value(node(&s, "DataSourceExec"), names::READ_BYTES));
+            read == served
+        })
+        .await;
+        seen.push(read);
+        store.let_through(1);
+        until("the read let through served", || {
+            store.bytes.load(Relaxed) as i64 > served
+        })
+        .await;
     }
+    store.let_through(usize::MAX >> 4);
     let run = running.await.unwrap().unwrap();
     let last = value(node(&run.profile, "DataSourceExec"), names::READ_BYTES);
     assert!(

@@ -1,15 +1,19 @@
-//! Spilling counted at the files: the sizes the spill directory shows, the counts
+//! Spilling counted at the files: the sizes of the files the operators made, the counts
 //! DataFusion keeps, and what qprof reports must agree.
+//!
+//! Every spill file is hard-linked into a directory of its own the moment the disk
+//! manager makes it (a temp-file factory under qprof's), so it is seen whole after the
+//! query, however soon the operator read it back and deleted it.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
+use datafusion::common::DataFusionError;
 use datafusion::execution::SessionStateBuilder;
-use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+use datafusion::execution::disk_manager::{DiskManager, DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::spill_file::{SpillFile, TempFileFactory};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use qprof_core::advice::advise;
 use qprof_core::profile::{ProfileNode, QueryProfile, names};
@@ -22,59 +26,62 @@ fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// Every file that appears under `dir` while the watch runs, with the largest size seen.
-fn watch(dir: PathBuf, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<HashMap<PathBuf, u64>> {
-    std::thread::spawn(move || {
-        let mut seen = HashMap::new();
-        while !stop.load(Ordering::Relaxed) {
-            visit(&dir, &mut seen);
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        seen
-    })
+/// Makes the spill files in a directory, as the session's own manager would, and links
+/// each one into `links` as it is made.
+struct LinkingFactory {
+    files: Arc<DiskManager>,
+    links: PathBuf,
 }
 
-fn visit(dir: &Path, seen: &mut HashMap<PathBuf, u64>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            visit(&path, seen);
-        } else if let Ok(meta) = entry.metadata() {
-            let size = seen.entry(path).or_insert(0);
-            *size = (*size).max(meta.len());
-        }
+impl TempFileFactory for LinkingFactory {
+    fn create_temp_file(
+        &self,
+        description: &str,
+    ) -> datafusion::common::Result<Arc<dyn SpillFile>> {
+        let file = self.files.create_tmp_file(description)?;
+        let path = file
+            .path()
+            .ok_or_else(|| DataFusionError::Internal("a spill file without a path".into()))?;
+        let name = path.file_name().unwrap_or_default();
+        std::fs::hard_link(path, self.links.join(name))?;
+        Ok(file)
     }
 }
 
-/// How the spill directory's view bounds what the operators wrote.
-#[derive(Clone, Copy, PartialEq)]
-enum Files {
-    /// The files stay until the query ends: the directory showed every byte.
-    Kept,
-    /// The files are read back and deleted while others are written (a repartition's
-    /// spill pool, a sort-merge join's buffered batches): the watcher may miss a file's
-    /// last bytes, or a file, before it goes.
-    Consumed,
+/// The files under `dir`, with their sizes.
+fn sizes(dir: &Path) -> HashMap<PathBuf, u64> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| (e.path(), e.metadata().unwrap().len()))
+        .collect()
 }
 
 /// A query run under a memory limit with its spill directory watched.
 struct SpillRun {
     profile: QueryProfile,
     rows: usize,
-    /// Every file the spill directory showed, with its largest size.
+    /// Every spill file made, with its size at the end.
     seen: HashMap<PathBuf, u64>,
 }
 
 async fn run_spilling(name: &str, config: SessionConfig, memory: usize, sql: &str) -> SpillRun {
     let dir = temp_dir(name);
+    let (spills, links) = (dir.join("spills"), dir.join("links"));
+    std::fs::create_dir_all(&spills).unwrap();
+    std::fs::create_dir_all(&links).unwrap();
+    let files = DiskManagerBuilder::default()
+        .with_mode(DiskManagerMode::Directories(vec![spills]))
+        .build()
+        .unwrap();
+    let factory = LinkingFactory {
+        files: Arc::new(files),
+        links: links.clone(),
+    };
     let runtime = RuntimeEnvBuilder::new()
         .with_memory_limit(memory, 1.0)
         .with_disk_manager_builder(
-            DiskManagerBuilder::default()
-                .with_mode(DiskManagerMode::Directories(vec![dir.clone()])),
+            DiskManagerBuilder::default().with_temp_file_factory(Arc::new(factory)),
         )
         .build_arc()
         .unwrap();
@@ -88,11 +95,8 @@ async fn run_spilling(name: &str, config: SessionConfig, memory: usize, sql: &st
         )
         .build();
     let ctx = SessionContext::new_with_state(state);
-    let stop = Arc::new(AtomicBool::new(false));
-    let watcher = watch(dir.clone(), Arc::clone(&stop));
     let run = profiler.run_sql(&ctx, sql).await.unwrap();
-    stop.store(true, Ordering::Relaxed);
-    let seen = watcher.join().unwrap();
+    let seen = sizes(&links);
     let _ = std::fs::remove_dir_all(&dir);
     SpillRun {
         rows: run.batches.iter().map(|b| b.num_rows()).sum(),
@@ -103,15 +107,9 @@ async fn run_spilling(name: &str, config: SessionConfig, memory: usize, sql: &st
 
 impl SpillRun {
     /// Checks that every operator that spilled counted as many files as DataFusion did,
-    /// and that together they wrote the files the directory showed, byte for byte;
-    /// returns the operators that spilled.
+    /// and that together they wrote the files made, byte for byte; returns the operators
+    /// that spilled.
     fn check(&self) -> Vec<&ProfileNode> {
-        self.check_files(Files::Kept)
-    }
-
-    /// [`SpillRun::check`], with the directory's view exact for kept files and a lower
-    /// bound for consumed ones (whose bytes DataFusion's own count then gives exactly).
-    fn check_files(&self, files: Files) -> Vec<&ProfileNode> {
         let text = self.profile.render_text(0);
         let spilled: Vec<&ProfileNode> = self
             .profile
@@ -144,18 +142,8 @@ impl SpillRun {
             total(names::SPILL_FILES_CREATED),
             total(names::SPILL_WRITTEN_BYTES),
         );
-        match files {
-            Files::Kept => {
-                assert_eq!(files_created, self.seen.len() as i64, "{:?}", self.seen);
-                assert_eq!(bytes_written, on_disk);
-            }
-            Files::Consumed => {
-                assert!(files_created >= self.seen.len() as i64, "{:?}", self.seen);
-                assert!(bytes_written >= on_disk, "{bytes_written} < {on_disk}");
-                assert!(!self.seen.is_empty(), "no spill file seen");
-                assert_eq!(bytes_written, total("spilledBytes"), "{text}");
-            }
-        }
+        assert_eq!(files_created, self.seen.len() as i64, "{:?}", self.seen);
+        assert_eq!(bytes_written, on_disk, "{text}");
         // the advisor flags exactly the operators that spilled
         let mut flagged: Vec<usize> = advise(&self.profile)
             .iter()
@@ -247,7 +235,7 @@ async fn a_sort_merge_join_over_its_memory_limit_reports_its_buffered_side_spill
     // two rows of a match each of b's rows
     assert_eq!(run.rows, 1_200_000);
     // the join's buffered batches are read back and their files deleted while it runs
-    let spilled = run.check_files(Files::Consumed);
+    let spilled = run.check();
     let text = run.profile.render_text(0);
     let join = spilled
         .iter()
@@ -305,7 +293,7 @@ async fn a_repartition_over_its_memory_limit_reports_the_spill_files_it_wrote() 
     )
     .await;
     assert_eq!(run.rows, 333_333);
-    let spilled = run.check_files(Files::Consumed);
+    let spilled = run.check();
     let text = run.profile.render_text(0);
     let repartition = spilled
         .iter()
