@@ -37,6 +37,27 @@ fn spark_home() -> PathBuf {
         .expect("pyspark is missing: run scripts/install-test-deps.sh first")
 }
 
+/// What spark-history-cli prints as JSON for `args` against the server on `port`.
+fn history_cli_json(port: u16, args: &[String]) -> Value {
+    let cli = workspace().join("target/test-venv/bin/spark-history-cli");
+    let out = Command::new(&cli)
+        .args(["--server", &format!("http://127.0.0.1:{port}"), "--json"])
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", cli.display()));
+    assert!(
+        out.status.success(),
+        "spark-history-cli {args:?} against port {port} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "spark-history-cli {args:?} printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
 fn json(port: u16, path: &str) -> Value {
     let (status, body) = http_get(port, path).unwrap_or_else(|| panic!("no answer for {path}"));
     assert_eq!(status, 200, "{path}: {}", String::from_utf8_lossy(&body));
@@ -224,8 +245,66 @@ fn spark_history_server_answers_like_qprof_serve_on_qprof_logs() {
             failures.push(d);
         }
     }
+    // spark-history-cli, a client of Spark's REST API, prints the same JSON from both
+    let mut commands: Vec<Vec<String>> = vec![vec!["apps".to_string()]];
+    for app in apps.as_array().unwrap() {
+        let id = app["id"].as_str().unwrap().to_string();
+        let on = |args: &[&str]| -> Vec<String> {
+            ["-a", id.as_str()]
+                .iter()
+                .chain(args)
+                .map(|a| a.to_string())
+                .collect()
+        };
+        commands.push(vec!["app".to_string(), id.clone()]);
+        for args in [
+            &["jobs"][..],
+            &["stages"],
+            &["executors", "--all"],
+            &["sql"],
+            &["env"],
+            &["summary"],
+        ] {
+            commands.push(on(args));
+        }
+        let base = format!("/api/v1/applications/{id}/1");
+        for stage in json(spark_port, &format!("{base}/stages"))
+            .as_array()
+            .unwrap()
+        {
+            let s = stage["stageId"].to_string();
+            commands.push(on(&["stage", &s]));
+            commands.push(on(&["stage-tasks", &s]));
+            if stage["numCompleteTasks"].as_i64().unwrap() > 0 {
+                commands.push(on(&["stage-summary", &s]));
+            }
+        }
+        for exec in json(spark_port, &format!("{base}/sql")).as_array().unwrap() {
+            commands.push(on(&["sql", &exec["id"].to_string()]));
+        }
+        for job in json(spark_port, &format!("{base}/jobs"))
+            .as_array()
+            .unwrap()
+        {
+            commands.push(on(&["job", &job["jobId"].to_string()]));
+        }
+    }
+    for args in &commands {
+        let mut spark_json = history_cli_json(spark_port, args);
+        let mut qprof_json = history_cli_json(qprof_port, args);
+        strip_host_fields(&mut spark_json);
+        strip_host_fields(&mut qprof_json);
+        if let Some(d) = first_difference(&args.join(" "), &qprof_json, &spark_json) {
+            failures.push(format!("spark-history-cli {d}"));
+        }
+    }
     drop(spark);
     assert!(paths.len() > 60, "only {} endpoints compared", paths.len());
+    assert!(
+        commands.len() > 40,
+        "only {} commands compared",
+        commands.len()
+    );
     assert!(
         failures.is_empty(),
         "{} of {} endpoints differ:\n{}",

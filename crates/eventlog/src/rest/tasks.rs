@@ -216,7 +216,9 @@ pub fn task_list(
     match sort_by.unwrap_or("ID") {
         "ID" => tasks.sort_by_key(|t| t.id),
         "runtime" => tasks.sort_by_key(|t| (run_time(t), t.id)),
-        "-runtime" => tasks.sort_by_key(|t| (std::cmp::Reverse(run_time(t)), t.id)),
+        // Spark reverses its run-time index, whose ties are in task order: the later
+        // task first
+        "-runtime" => tasks.sort_by_key(|t| std::cmp::Reverse((run_time(t), t.id))),
         other => {
             return Err(RestError::BadRequest(format!(
                 "unknown sortBy '{other}' (expected ID, runtime or -runtime)"
