@@ -49,7 +49,8 @@ pub struct SchedulerOptions {
     /// Seconds without a heartbeat after which an executor counts as lost.
     pub executor_timeout_seconds: u64,
     /// HTTP routes served on the scheduler's port beside Ballista's gRPC service (by a
-    /// scheduler with qprof inside only), e.g. the profiles of the clients' jobs.
+    /// scheduler with qprof inside only), e.g. the profiles of the clients' jobs. They
+    /// must not claim `/healthz`, `/readyz` or Ballista's gRPC paths, nor a fallback.
     pub routes: axum::Router,
 }
 
@@ -111,7 +112,10 @@ pub async fn run_scheduler(
         };
         tokio::spawn(guard_jobs(scheduler.clone(), Arc::clone(observer), times))
     });
-    let served = if let Some(observer) = &observer {
+    let served = if let Some(observer) = observer
+        .as_ref()
+        .filter(|_| !config.enable_embedded_flight_proxy)
+    {
         let executors = observer.executors();
         scheduler_port::serve(
             listener,

@@ -3,20 +3,17 @@
 //! metrics.
 
 use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use ballista_core::JobId;
 use ballista_core::client_pool::BallistaClientPool;
-use ballista_core::execution_plans::sort_shuffle::{
-    ShuffleIndex, SortShuffleWriterExec, get_index_path,
-};
+use ballista_core::execution_plans::sort_shuffle::SortShuffleWriterExec;
 use ballista_core::execution_plans::{
     RangeShuffleReaderExec, RangeShuffleWriterExec, ShuffleReaderExec, ShuffleWriterExec,
-    create_shuffle_path,
 };
+use ballista_core::extension::SessionConfigExt;
 use ballista_core::serde::protobuf::{
     RuntimeStatsReport, ShuffleWritePartition, TaskColumnStats, WindowStateReport,
 };
@@ -144,8 +141,7 @@ impl ExecutionEngine for QprofExecutionEngine {
             CallSites::None => {}
         }
         let work_dir = work_dir.to_string();
-        let work_dir_of_readers = work_dir.clone();
-        let job_id_of_files = job_id.clone();
+        let readers_work_dir = work_dir.clone();
         let (writer, variant): (Arc<dyn ExecutionPlan>, ShuffleWriterVariant) = if plan
             .downcast_ref::<ShuffleWriterExec>()
             .is_some()
@@ -184,9 +180,7 @@ impl ExecutionEngine for QprofExecutionEngine {
             inner: DefaultQueryStageExec::new(variant),
             writer,
             input,
-            work_dir: work_dir_of_readers,
-            job_id: job_id_of_files,
-            stage_id,
+            work_dir: readers_work_dir,
             profiler: self.profiler.clone(),
             run: Mutex::new(None),
         }))
@@ -224,9 +218,6 @@ pub struct QprofStageExec {
     input: Arc<dyn ExecutionPlan>,
     /// The executor's directory of shuffle files: what its readers find there is local.
     work_dir: String,
-    /// The job and stage whose shuffle files the task writes.
-    job_id: JobId,
-    stage_id: usize,
     profiler: Profiler,
     run: Mutex<Option<TaskRun>>,
 }
@@ -265,45 +256,6 @@ fn instrumented_context(profiler: &Profiler, ctx: Arc<TaskContext>) -> Arc<TaskC
     Arc::new(own.with_runtime(runtime))
 }
 
-impl QprofStageExec {
-    /// `parts` with the bytes of each sort-shuffle partition as its range of the task's
-    /// file, read from the file's index: Ballista's sort-shuffle writer reports their
-    /// batches' size in memory, its plain writer the size of each file. So the scheduler,
-    /// the readers that read them and the event log count the bytes on disk either way.
-    fn in_file_bytes(
-        &self,
-        mut parts: Vec<ShuffleWritePartition>,
-    ) -> Result<Vec<ShuffleWritePartition>> {
-        let mut indexes: HashMap<u64, ShuffleIndex> = HashMap::new();
-        for part in parts.iter_mut().filter(|p| p.is_sort_shuffle) {
-            let Some(file_id) = part.file_id else {
-                continue;
-            };
-            let index = match indexes.entry(file_id) {
-                Entry::Occupied(e) => e.into_mut(),
-                Entry::Vacant(e) => {
-                    let data = create_shuffle_path(
-                        &self.work_dir,
-                        &self.job_id,
-                        self.stage_id,
-                        part.partition_id as usize,
-                        Some(file_id),
-                        true,
-                    )?;
-                    let index = ShuffleIndex::read_from_file(&get_index_path(&data))
-                        .map_err(|e| DataFusionError::Execution(format!("{e}")))?;
-                    e.insert(index)
-                }
-            };
-            let partition = part.partition_id as usize;
-            if partition < index.partition_count() {
-                part.num_bytes = u64::try_from(index.get_partition_size(partition)).unwrap_or(0);
-            }
-        }
-        Ok(parts)
-    }
-}
-
 #[async_trait::async_trait]
 impl QueryStageExecutor for QprofStageExec {
     async fn execute_query_stage(
@@ -314,11 +266,10 @@ impl QueryStageExecutor for QprofStageExec {
         let context = instrumented_context(&self.profiler, context);
         let start = epoch_millis();
         let clock = Instant::now();
-        let result = self
-            .inner
-            .execute_query_stage(task_id, context)
-            .await
-            .and_then(|parts| self.in_file_bytes(parts));
+        let force_remote = context
+            .session_config()
+            .ballista_shuffle_reader_force_remote_read();
+        let result = self.inner.execute_query_stage(task_id, context).await;
         let wall = clock.elapsed();
         let finish = epoch_millis();
         let total = |f: fn(&ShuffleWritePartition) -> u64| {
@@ -327,7 +278,8 @@ impl QueryStageExecutor for QprofStageExec {
         let (written_bytes, written_batches) = (total(|p| p.num_bytes), total(|p| p.num_batches));
         let readings = self.profiler.plan_readings(&self.input);
         let figures = task_figures(&self.profiler, &readings, start, finish, wall);
-        let shuffle_reads = shuffle_reads(&self.input, &readings, &self.work_dir);
+        let local_dir = (!force_remote).then_some(self.work_dir.as_str());
+        let shuffle_reads = shuffle_reads(&self.input, &readings, local_dir);
         *self.run.lock().unwrap_or_else(PoisonError::into_inner) = Some(TaskRun {
             readings,
             figures,
@@ -422,15 +374,18 @@ fn add_qprof_metrics(sets: &mut [MetricsSet], writer: &Arc<dyn ExecutionPlan>, r
 }
 
 /// What each shuffle reader of `input` read in the partitions it computed, as Spark counts
-/// a shuffle read: the bytes and files (blocks) its partitions' locations hold, local
-/// when the file is in this executor's `work_dir` (as Ballista's reader decides), remote
-/// otherwise. The sizes are those the writers reported, the sizes of the files.
+/// a shuffle read: the bytes (as the writers reported them) and the blocks of its
+/// partitions' locations, local when the file is in `local_dir` (as Ballista's reader
+/// decides; `None` when it fetches every block remotely). A broadcast's reader reads no
+/// shuffle, as in Spark.
 fn shuffle_reads(
     input: &Arc<dyn ExecutionPlan>,
     readings: &PlanReadings,
-    work_dir: &str,
+    local_dir: Option<&str>,
 ) -> HashMap<usize, Vec<NodeMetric>> {
     let mut out = HashMap::new();
+    // a sort shuffle's file serves many partitions: each is looked for once
+    let mut on_disk: HashMap<std::path::PathBuf, bool> = HashMap::new();
     let mut pending = vec![Arc::clone(input)];
     while let Some(plan) = pending.pop() {
         pending.extend(plan.children().into_iter().cloned());
@@ -443,72 +398,95 @@ fn shuffle_reads(
         let Some(node) = readings.operators.get(&exec.node_id()) else {
             continue;
         };
+        if reader.broadcast {
+            continue;
+        }
         let mut read = ShuffleRead::default();
         for (partition, _) in &node.reading.tasks {
-            let at = if reader.broadcast { 0 } else { *partition };
             let task = TaskRef {
                 stage_id: 0,
                 stage_attempt: 0,
                 task_id: 0,
                 partition: *partition as u32,
             };
-            let mut sums = [0u64; 4];
-            for location in reader.partition.get(at).into_iter().flatten() {
+            let mut sums = BlockSums::default();
+            for location in reader.partition.get(*partition).into_iter().flatten() {
                 let bytes = location.partition_stats.num_bytes().unwrap_or(0);
-                let local = location.path(work_dir).is_ok_and(|p| p.exists());
-                let (bytes_at, blocks_at) = if local { (0, 2) } else { (1, 3) };
-                sums[bytes_at] += bytes;
-                sums[blocks_at] += 1;
+                let local = local_dir.is_some_and(|dir| {
+                    location.path(dir).is_ok_and(|path| {
+                        *on_disk.entry(path).or_insert_with_key(|path| path.exists())
+                    })
+                });
+                if local {
+                    sums.local_bytes += bytes;
+                    sums.local_blocks += 1;
+                } else {
+                    sums.remote_bytes += bytes;
+                    sums.remote_blocks += 1;
+                }
             }
-            read.add(task, sums);
+            read.add(task, &sums);
         }
         out.insert(exec.node_id(), read.metrics());
     }
     out
 }
 
-/// A shuffle reader's reads, by task: local bytes, remote bytes, local and remote blocks.
+/// What one task of a shuffle reader read.
+#[derive(Default)]
+struct BlockSums {
+    local_bytes: u64,
+    remote_bytes: u64,
+    local_blocks: u64,
+    remote_blocks: u64,
+}
+
+/// A shuffle reader's reads: each task's value of each metric.
 #[derive(Default)]
 struct ShuffleRead {
-    values: [Vec<TaskValue>; 4],
+    local_bytes: Vec<TaskValue>,
+    remote_bytes: Vec<TaskValue>,
+    local_blocks: Vec<TaskValue>,
+    remote_blocks: Vec<TaskValue>,
 }
 
 impl ShuffleRead {
-    fn add(&mut self, task: TaskRef, sums: [u64; 4]) {
-        for (values, sum) in self.values.iter_mut().zip(sums) {
-            values.push(TaskValue {
-                task: Some(task),
-                value: i64::try_from(sum).unwrap_or(i64::MAX),
-            });
-        }
+    fn add(&mut self, task: TaskRef, sums: &BlockSums) {
+        let value = |v: u64| TaskValue {
+            task: Some(task),
+            value: i64::try_from(v).unwrap_or(i64::MAX),
+        };
+        self.local_bytes.push(value(sums.local_bytes));
+        self.remote_bytes.push(value(sums.remote_bytes));
+        self.local_blocks.push(value(sums.local_blocks));
+        self.remote_blocks.push(value(sums.remote_blocks));
     }
 
     fn metrics(self) -> Vec<NodeMetric> {
-        let [local_bytes, remote_bytes, local_blocks, remote_blocks] = self.values;
         vec![
             NodeMetric::summed(
                 names::SHUFFLE_LOCAL_BYTES_READ,
                 "local bytes read",
                 MetricKind::Size,
-                local_bytes,
+                self.local_bytes,
             ),
             NodeMetric::summed(
                 names::SHUFFLE_REMOTE_BYTES_READ,
                 "remote bytes read",
                 MetricKind::Size,
-                remote_bytes,
+                self.remote_bytes,
             ),
             NodeMetric::summed(
                 names::SHUFFLE_LOCAL_BLOCKS_READ,
                 "local blocks read",
                 MetricKind::Sum,
-                local_blocks,
+                self.local_blocks,
             ),
             NodeMetric::summed(
                 names::SHUFFLE_REMOTE_BLOCKS_READ,
                 "remote blocks read",
                 MetricKind::Sum,
-                remote_blocks,
+                self.remote_blocks,
             ),
         ]
     }

@@ -1,11 +1,12 @@
-//! The profiles of the jobs that ended lately, kept by client session and job name, so
-//! that a client can ask the scheduler for the profile of the job it just ran.
+//! The profiles of the jobs that ended lately, kept by client session and the client's
+//! key for the job (its query id, else the job's name), so that a client can ask the
+//! scheduler for the profile of the job it just ran.
 //!
 //! A job is known from its submission; its profile is built on the observer's posting
 //! thread after it ends, so a client that asks as soon as its job ended waits a moment
-//! for it. Each session keeps its last [`KEPT_PER_SESSION`] jobs and the store its last
-//! [`KEPT_SESSIONS`] sessions (clients that die never end theirs); a session's jobs are
-//! dropped when it ends.
+//! for it. A profile is handed out once. Each session keeps its last [`KEPT_PER_SESSION`]
+//! jobs, and the store the [`KEPT_SESSIONS`] sessions that submitted a job last (clients
+//! that die never end theirs); a session's jobs are dropped when it ends.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -28,7 +29,8 @@ pub enum JobProfile {
         /// Why it failed, if it did.
         error: Option<String>,
     },
-    /// The session ran no job of that name (or its jobs were dropped).
+    /// The session ran no job under that key (or its jobs were dropped, or its profile
+    /// was handed out, or cannot be built).
     Unknown,
     /// The job did not end within the wait.
     Running,
@@ -38,18 +40,19 @@ pub enum JobProfile {
 #[derive(Debug)]
 struct Entry {
     job_id: String,
-    name: String,
+    /// The client's key for the job.
+    key: String,
     ended: Option<(Arc<QueryProfile>, Option<String>)>,
 }
 
 #[derive(Debug, Default)]
 struct Store {
     sessions: HashMap<String, VecDeque<Entry>>,
-    /// Sessions in the order they first ran a job.
+    /// Sessions, the one that submitted a job last at the back.
     order: VecDeque<String>,
 }
 
-/// The profiles of the jobs that ended lately, by client session and job name.
+/// The profiles of the jobs that ended lately, by client session and key.
 #[derive(Debug)]
 pub struct JobProfiles {
     store: Mutex<Store>,
@@ -71,26 +74,35 @@ impl JobProfiles {
         self.store.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Job `job_id`, called `name`, of `session` was submitted.
-    pub(crate) fn submitted(&self, session: &str, job_id: &str, name: &str) {
+    /// Job `job_id` of `session`, which its client calls `key`, was submitted.
+    pub(crate) fn submitted(&self, session: &str, job_id: &str, key: &str) {
         let mut store = self.lock();
-        if !store.sessions.contains_key(session) {
-            if store.order.len() >= KEPT_SESSIONS
-                && let Some(oldest) = store.order.pop_front()
-            {
-                store.sessions.remove(&oldest);
-            }
-            store.order.push_back(session.to_string());
+        if store.sessions.contains_key(session) {
+            store.order.retain(|s| s != session);
+        } else if store.order.len() >= KEPT_SESSIONS
+            && let Some(oldest) = store.order.pop_front()
+        {
+            store.sessions.remove(&oldest);
         }
+        store.order.push_back(session.to_string());
         let jobs = store.sessions.entry(session.to_string()).or_default();
         if jobs.len() >= KEPT_PER_SESSION {
             jobs.pop_front();
         }
         jobs.push_back(Entry {
             job_id: job_id.to_string(),
-            name: name.to_string(),
+            key: key.to_string(),
             ended: None,
         });
+    }
+
+    /// Job `job_id` of `session` will have no profile (Ballista did not take it, or its
+    /// profile could not be built): its client hears so at once.
+    pub(crate) fn forget(&self, session: &str, job_id: &str) {
+        if let Some(jobs) = self.lock().sessions.get_mut(session) {
+            jobs.retain(|e| e.job_id != job_id);
+        }
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// Job `job_id` of `session` ended with `profile` (and `error` if it failed).
@@ -122,33 +134,29 @@ impl JobProfiles {
         store.order.retain(|s| s != session);
     }
 
-    /// The latest job called `name` of `session` as it stands now.
-    fn look(&self, session: &str, name: &str) -> Option<JobProfile> {
-        let store = self.lock();
-        let Some(entry) = store
-            .sessions
-            .get(session)
-            .and_then(|jobs| jobs.iter().rev().find(|e| e.name == name))
-        else {
+    /// The latest job under `key` of `session` as it stands now; an ended one is handed
+    /// out (and dropped).
+    fn take(&self, session: &str, key: &str) -> Option<JobProfile> {
+        let mut store = self.lock();
+        let Some(jobs) = store.sessions.get_mut(session) else {
             return Some(JobProfile::Unknown);
         };
-        entry
-            .ended
-            .as_ref()
-            .map(|(profile, error)| JobProfile::Ended {
-                profile: Arc::clone(profile),
-                error: error.clone(),
-            })
+        let Some(at) = jobs.iter().rposition(|e| e.key == key) else {
+            return Some(JobProfile::Unknown);
+        };
+        jobs[at].ended.as_ref()?;
+        let (profile, error) = jobs.remove(at)?.ended?;
+        Some(JobProfile::Ended { profile, error })
     }
 
-    /// The profile of the latest job called `name` of `session`, waiting up to `patience`
-    /// for it to end and its profile to be built.
-    pub async fn wait_for(&self, session: &str, name: &str, patience: Duration) -> JobProfile {
+    /// The profile of the latest job under `key` of `session`, waiting up to `patience`
+    /// for it to end and its profile to be built; handed out once.
+    pub async fn wait_for(&self, session: &str, key: &str, patience: Duration) -> JobProfile {
         let mut changed = self.changed.subscribe();
         let waited = tokio::time::timeout(patience, async {
             loop {
                 changed.borrow_and_update();
-                if let Some(found) = self.look(session, name) {
+                if let Some(found) = self.take(session, key) {
                     return found;
                 }
                 if changed.changed().await.is_err() {
@@ -208,6 +216,19 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        // handed out once
+        assert!(matches!(
+            profiles.wait_for("s", "q1", Duration::ZERO).await,
+            JobProfile::Unknown
+        ));
+        // a job that will have no profile is not waited for
+        profiles.submitted("s", "job-c", "q2");
+        let waiter = {
+            let profiles = Arc::clone(&profiles);
+            tokio::spawn(async move { profiles.wait_for("s", "q2", Duration::from_secs(60)).await })
+        };
+        profiles.forget("s", "job-c");
+        assert!(matches!(waiter.await.unwrap(), JobProfile::Unknown));
         // another session's jobs are its own; an ended session's are gone
         assert!(matches!(
             profiles.wait_for("t", "q1", Duration::ZERO).await,
@@ -234,6 +255,13 @@ mod tests {
         assert_eq!(store.order.len(), KEPT_SESSIONS);
         assert!(!store.sessions.contains_key("s0"));
         assert_eq!(store.sessions["last"].len(), KEPT_PER_SESSION);
-        assert_eq!(store.sessions["last"][0].name, "q5");
+        assert_eq!(store.sessions["last"][0].key, "q5");
+        drop(store);
+        // a session that submits again is the newest: the oldest others go first
+        profiles.submitted("s10", "j2", "q");
+        profiles.submitted("new", "j", "q");
+        let store = profiles.lock();
+        assert!(store.sessions.contains_key("s10"));
+        assert!(!store.sessions.contains_key("s4"));
     }
 }

@@ -4,7 +4,9 @@
 //!
 //! Ballista's `start_grpc_service_with_listener` takes no routes of anyone else's; this
 //! serves what it serves with the features qprof builds Ballista with (no REST API, no
-//! Flight SQL, no embedded Flight proxy: executors serve their shuffle data themselves).
+//! Flight SQL), each connection's peer address included (Ballista's handlers take an
+//! executor that gives no host of its own by it). A scheduler configured with the
+//! embedded Flight proxy is served by Ballista's own function instead.
 
 use std::sync::Arc;
 
@@ -47,7 +49,11 @@ pub(crate) async fn serve(
         .merge(health)
         .merge(routes)
         .fallback(|| async { (StatusCode::NOT_FOUND, "no such route\n") });
-    axum::serve(listener, app).await?;
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .await?;
     Ok(())
 }
 
@@ -64,9 +70,10 @@ async fn readyz(
             format!("ready: {registered} executors registered\n"),
         )
     } else {
+        let required = scheduler.state.config.min_ready_executors;
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: {registered} executors registered\n"),
+            format!("not ready: {registered}/{required} executors registered\n"),
         )
     }
 }

@@ -79,7 +79,10 @@ async fn start_cluster(
 /// its words): each query then has all of them.
 async fn executors_registered(url: &str) -> Result<()> {
     let probe = format!("http://{}/readyz", url.trim_start_matches("df://"));
-    let http = reqwest::Client::new();
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .context("cannot make an HTTP client")?;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         // `ready: N executors registered` or `not ready: N/M executors registered`

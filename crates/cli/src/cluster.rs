@@ -308,8 +308,7 @@ pub(crate) async fn run_tpch(args: RunArgs, url: &str) -> Result<()> {
     for q in QueryList::or_all(args.queries.as_ref()) {
         let sql = qprof_tpch::query(q).with_context(|| format!("no TPC-H query {q}"))?;
         let start = Instant::now();
-        let name = format!("q{q}");
-        let outcome = run_job(&ctx, &name, sql).await;
+        let (outcome, run) = run_job(&ctx, &format!("q{q}"), sql).await;
         match outcome {
             Ok(batches) => {
                 let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
@@ -318,7 +317,7 @@ pub(crate) async fn run_tpch(args: RunArgs, url: &str) -> Result<()> {
                     "q{q:<3} {rows:>8} rows {:>10.1} ms",
                     crate::run::millis(start.elapsed())
                 );
-                profiles.print(&name).await;
+                profiles.print(&run).await;
             }
             Err(e) if scheduler_gone(url, &e).await => {
                 bail!("TPC-H query {q}: the scheduler at {url} stopped answering");
@@ -326,7 +325,7 @@ pub(crate) async fn run_tpch(args: RunArgs, url: &str) -> Result<()> {
             Err(e) => {
                 let line = qprof_datafusion::error_line(&e);
                 eprintln!("error: TPC-H query {q}: {line}");
-                profiles.keep(&name).await;
+                profiles.keep(&run).await;
                 failed.push(q);
             }
         }
@@ -335,10 +334,11 @@ pub(crate) async fn run_tpch(args: RunArgs, url: &str) -> Result<()> {
         "{total_rows} rows in {:.1} ms on {url} (session {session_id})",
         crate::run::millis(run_start.elapsed())
     );
-    profiles.summarize(&args.exec)?;
-    end_session(url, &session_id)
+    let ended = end_session(url, &session_id)
         .await
-        .context("cannot end the session on the scheduler")?;
+        .context("cannot end the session on the scheduler");
+    profiles.summarize(&args.exec)?;
+    ended?;
     println!("the scheduler writes this run's event log (application of session {session_id})");
     if !failed.is_empty() {
         bail!("{} of the queries failed: {failed:?}", failed.len());
@@ -400,7 +400,7 @@ pub(crate) async fn run_sql(args: SqlArgs, url: &str) -> Result<()> {
     for (i, sql) in statements.iter().enumerate() {
         let label = format!("statement {}", i + 1);
         let start = Instant::now();
-        let outcome = run_job(&ctx, &label, sql).await;
+        let (outcome, run) = run_job(&ctx, &label, sql).await;
         match outcome {
             Ok(batches) => {
                 let pretty = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
@@ -411,7 +411,7 @@ pub(crate) async fn run_sql(args: SqlArgs, url: &str) -> Result<()> {
                     batches.iter().map(|b| b.num_rows()).sum::<usize>(),
                     crate::run::millis(start.elapsed())
                 );
-                profiles.print(&label).await;
+                profiles.print(&run).await;
             }
             Err(e) if scheduler_gone(url, &e).await => {
                 bail!("{label}: the scheduler at {url} stopped answering");
@@ -422,15 +422,16 @@ pub(crate) async fn run_sql(args: SqlArgs, url: &str) -> Result<()> {
             }
             Err(e) => {
                 eprintln!("{label} failed: {}", qprof_datafusion::error_line(&e));
-                profiles.keep(&label).await;
+                profiles.keep(&run).await;
                 failed.push(label);
             }
         }
     }
-    profiles.summarize(&args.exec)?;
-    end_session(url, &session_id)
+    let ended = end_session(url, &session_id)
         .await
-        .context("cannot end the session on the scheduler")?;
+        .context("cannot end the session on the scheduler");
+    profiles.summarize(&args.exec)?;
+    ended?;
     println!("the scheduler writes this run's event log (application of session {session_id})");
     match failed.as_slice() {
         [] => Ok(()),
@@ -446,54 +447,70 @@ pub(crate) async fn run_sql(args: SqlArgs, url: &str) -> Result<()> {
 /// Times a query is run again when an executor's loss fails it.
 const RUNS_AFTER_A_LOSS: usize = 2;
 
-/// Runs `sql` in the client session `ctx` as the job called `name`; its batches. A query
+/// Runs `sql` in the client session `ctx` as the job called `name`; its batches, and the
+/// id its last run was sent with (the scheduler serves its profile under it). A query
 /// (not a statement that writes) failed by the loss of an executor runs again on the
 /// executors left (each loss said on stderr), up to [`RUNS_AFTER_A_LOSS`] times.
 async fn run_job(
     ctx: &datafusion::prelude::SessionContext,
     name: &str,
     sql: &str,
-) -> datafusion::error::Result<Vec<datafusion::arrow::array::RecordBatch>> {
-    ctx.sql(&format!(
-        "SET ballista.job.name = '{}'",
-        name.replace('\'', "''")
-    ))
-    .await?
-    .collect()
-    .await?;
-    // the scheduler receives a plan: the SQL text goes with it for the job's profile
-    {
-        let state = ctx.state_ref();
-        let mut state = state.write();
-        if let Some(options) = state
-            .config_mut()
-            .options_mut()
-            .extensions
-            .get_mut::<qprof_datafusion::QprofOptions>()
-        {
-            options.query_text = sql.trim().to_string();
-        }
-    }
-    let mut runs = 0;
-    loop {
-        let frame = ctx.sql(sql).await?;
-        // a statement that writes may have written part of its output: never run twice
-        let writes = matches!(
-            frame.logical_plan(),
-            datafusion::logical_expr::LogicalPlan::Dml(_)
-                | datafusion::logical_expr::LogicalPlan::Copy(_)
-        );
-        match frame.collect().await {
-            Err(e) if !writes && runs < RUNS_AFTER_A_LOSS && failed_for_a_lost_executor(&e) => {
-                runs += 1;
-                eprintln!(
-                    "{name}: {}; running it again",
-                    qprof_datafusion::error_line(&e)
-                );
+) -> (
+    datafusion::error::Result<Vec<datafusion::arrow::array::RecordBatch>>,
+    String,
+) {
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut id = String::new();
+    let outcome = async {
+        ctx.sql(&format!(
+            "SET ballista.job.name = '{}'",
+            name.replace('\'', "''")
+        ))
+        .await?
+        .collect()
+        .await?;
+        let mut runs = 0;
+        loop {
+            // the scheduler receives a plan: the SQL text goes with it for the job's
+            // profile, and an id of this run, by which the client asks for the profile
+            id = format!(
+                "{name}#{}",
+                RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            );
+            {
+                let state = ctx.state_ref();
+                let mut state = state.write();
+                if let Some(options) = state
+                    .config_mut()
+                    .options_mut()
+                    .extensions
+                    .get_mut::<qprof_datafusion::QprofOptions>()
+                {
+                    options.query_text = sql.trim().to_string();
+                    options.query_id.clone_from(&id);
+                }
             }
-            outcome => return outcome,
+            let frame = ctx.sql(sql).await?;
+            // a statement that writes may have written part of its output: never run twice
+            let writes = matches!(
+                frame.logical_plan(),
+                datafusion::logical_expr::LogicalPlan::Dml(_)
+                    | datafusion::logical_expr::LogicalPlan::Copy(_)
+            );
+            match frame.collect().await {
+                Err(e) if !writes && runs < RUNS_AFTER_A_LOSS && failed_for_a_lost_executor(&e) => {
+                    runs += 1;
+                    eprintln!(
+                        "{name}: {}; running it again",
+                        qprof_datafusion::error_line(&e)
+                    );
+                }
+                outcome => return outcome,
+            }
         }
     }
+    .await;
+    (outcome, id)
 }
 
 /// The profiles of a cluster client's jobs, fetched from the scheduler as each job ends.
@@ -513,8 +530,9 @@ impl Profiles {
         })
     }
 
-    /// Prints the profile of the job called `job` as one process prints a query's, and
-    /// keeps it; a profile the scheduler does not give is said on one line.
+    /// Prints the profile of the job run under `job` as one process prints a query's, and
+    /// keeps it; a profile the scheduler does not give is said on one line (none is said
+    /// for a statement that ran no job).
     async fn print(&mut self, job: &str) {
         if let Some(served) = self.fetch(job).await {
             println!("{}", served.text);
@@ -522,7 +540,7 @@ impl Profiles {
         }
     }
 
-    /// Keeps the profile of the job called `job` (one that failed) without printing it.
+    /// Keeps the profile of the job run under `job` (one that failed) without printing it.
     async fn keep(&mut self, job: &str) {
         if let Some(served) = self.fetch(job).await {
             self.document.queries.push(served.query);
@@ -531,9 +549,11 @@ impl Profiles {
 
     async fn fetch(&self, job: &str) -> Option<ServedProfile> {
         match self.client.fetch(job).await {
-            Ok(served) => Some(served),
+            Ok(Some(served)) => Some(served),
+            Ok(None) => None,
             Err(e) => {
-                eprintln!("{job}: no profile: {e:#}");
+                let name = job.rsplit_once('#').map_or(job, |(name, _)| name);
+                eprintln!("{name}: no profile: {e:#}");
                 None
             }
         }

@@ -3,8 +3,8 @@
 //! them with `--profile-out` and `--trace-out`.
 //!
 //! The scheduler builds a job's profile when the job ends (it alone sees every task); the
-//! client asks for the latest job it ran under a name (`q3`, `statement 2`) in its
-//! session, and the scheduler answers once that job's profile is built.
+//! client asks for it by its session and the id it sent with the job (`qprof.query.id`,
+//! e.g. `q3#7`), and the scheduler answers once that job's profile is built.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +20,10 @@ use qprof_eventlog::profile_json::ServedProfile;
 
 /// Where the scheduler serves the profile of a client's job.
 const ROUTE: &str = "/qprof/v1/sessions/{session}/jobs/{job}/profile";
+
+/// The start of what the scheduler answers for a job it does not know: the client's
+/// statement ran no job (e.g. DDL), which is no error.
+const UNKNOWN_JOB: &str = "no job";
 
 /// How long the scheduler waits for a job's profile to be built.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -43,20 +47,30 @@ async fn served(
 ) -> Response {
     match profiles.wait_for(&session, &job, PATIENCE).await {
         JobProfile::Ended { profile, error } => {
-            let served = ServedProfile::new(&profile, wanted.top.unwrap_or(5), error);
-            match serde_json::to_string(&served) {
-                Ok(json) => (
+            // rendering and serializing a large profile is work: off the async workers
+            let top = wanted.top.unwrap_or(5);
+            let json = tokio::task::spawn_blocking(move || {
+                serde_json::to_string(&ServedProfile::new(&profile, top, error))
+            })
+            .await;
+            match json {
+                Ok(Ok(json)) => (
                     StatusCode::OK,
                     [(axum::http::header::CONTENT_TYPE, "application/json")],
                     json,
                 )
                     .into_response(),
+                Ok(Err(e)) => {
+                    (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response()
+                }
                 Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
             }
         }
         JobProfile::Unknown => (
             StatusCode::NOT_FOUND,
-            format!("session {session} ran no job called {job:?} lately\n"),
+            format!(
+                "{UNKNOWN_JOB} {job:?} in session {session}: none ran under it, or its profile was handed out\n"
+            ),
         )
             .into_response(),
         JobProfile::Running => (
@@ -88,6 +102,8 @@ impl ProfileClient {
         let http = reqwest::Client::builder()
             // the scheduler waits for a profile at most a minute
             .timeout(PATIENCE + Duration::from_secs(10))
+            // straight to the scheduler, as the session's gRPC goes
+            .no_proxy()
             .build()
             .context("cannot make an HTTP client")?;
         Ok(ProfileClient {
@@ -98,8 +114,9 @@ impl ProfileClient {
         })
     }
 
-    /// The profile of the latest job called `job` of the session.
-    pub(crate) async fn fetch(&self, job: &str) -> Result<ServedProfile> {
+    /// The profile of the job the session ran under `job`; `None` if the scheduler has no
+    /// job under it (the statement ran none).
+    pub(crate) async fn fetch(&self, job: &str) -> Result<Option<ServedProfile>> {
         let mut url = self.base.clone();
         url.path_segments_mut()
             .map_err(|()| anyhow::anyhow!("'{}' takes no path", self.base))?
@@ -125,9 +142,14 @@ impl ProfileClient {
             .text()
             .await
             .map_err(|e| anyhow::anyhow!("cannot read the scheduler's answer: {e}"))?;
+        if status == reqwest::StatusCode::NOT_FOUND && body.starts_with(UNKNOWN_JOB) {
+            return Ok(None);
+        }
         if !status.is_success() {
             bail!("the scheduler answered {status}: {}", body.trim());
         }
-        ServedProfile::parse(&body).context("the scheduler's answer is no profile")
+        ServedProfile::parse(&body)
+            .map(Some)
+            .context("the scheduler's answer is no profile")
     }
 }

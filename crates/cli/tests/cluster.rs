@@ -314,21 +314,33 @@ fn tpch_on_two_executors_matches_one_process_and_logs_both() {
     assert!(shuffled.remote_bytes > 0, "no remote shuffle read");
     // and Spark's stage data says the same
     assert_eq!(remote_read_by_stages, shuffled.remote_bytes);
-    // Ballista removes a job's intermediate shuffle files when it succeeds and keeps its
-    // last stage's output for 5 minutes: the bytes its writers reported are those files
-    let mut kept: BTreeMap<String, i64> = BTreeMap::new();
+    // Ballista removes a job's intermediate shuffle files when it succeeds (in the
+    // background) and keeps its last stage's output for 5 minutes: the bytes its writers
+    // reported are those files, in the job's last stage's directory
+    // job -> stage -> bytes on both executors
+    let mut stages: BTreeMap<String, BTreeMap<u32, i64>> = BTreeMap::new();
     for id in ["exec-1", "exec-2"] {
         let work = dir.join(format!("work-{id}"));
-        // a job's directory (DataFusion's temporary ones hold no shuffle files)
         for job in std::fs::read_dir(&work).unwrap().flatten() {
-            if bytes_under(&job.path()) == 0 {
-                continue;
+            // a job's directory holds a directory per stage (DataFusion's temporary
+            // directories hold none)
+            for stage in std::fs::read_dir(job.path()).unwrap().flatten() {
+                let Some(number) = stage.file_name().to_str().and_then(|n| n.parse().ok()) else {
+                    continue;
+                };
+                *stages
+                    .entry(job.file_name().to_string_lossy().into_owned())
+                    .or_default()
+                    .entry(number)
+                    .or_default() += bytes_under(&stage.path());
             }
-            *kept
-                .entry(job.file_name().to_string_lossy().into_owned())
-                .or_default() += bytes_under(&job.path());
         }
     }
+    let kept: BTreeMap<String, i64> = stages
+        .into_iter()
+        .filter_map(|(job, stages)| Some((job, *stages.values().next_back()?)))
+        .filter(|(_, bytes)| *bytes > 0)
+        .collect();
     assert!(!kept.is_empty(), "no job's output is kept");
     for (job, bytes) in &kept {
         let at = shuffled.final_bytes.iter().position(|b| b == bytes);

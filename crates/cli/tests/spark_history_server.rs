@@ -307,9 +307,9 @@ fn spark_history_server_answers_like_qprof_serve_on_qprof_logs() {
     );
     assert!(
         failures.is_empty(),
-        "{} of {} endpoints differ:\n{}",
+        "{} of {} endpoints and commands differ:\n{}",
         failures.len(),
-        paths.len(),
+        paths.len() + commands.len(),
         failures.join("\n")
     );
     std::fs::remove_dir_all(&dir).unwrap();

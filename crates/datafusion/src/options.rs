@@ -10,6 +10,7 @@
 //! | `qprof.runtime.counter_update_period_ms` | `500` | period of the updater that samples periodic counters (read concurrency, throughput), 1 to 60000 |
 //! | `qprof.runtime.heartbeat_interval_ms` | `1000` | time between samples of the executor's memory, 1 to 600000 (rounded up to whole updater periods) |
 //! | `qprof.query.text` | empty | the SQL text of the session's next queries, for their profiles: a client that sends plans (to a cluster) sets it before each query, else a profile shows the logical plan |
+//! | `qprof.query.id` | empty | the client's id of its next query, by which a cluster's scheduler serves the query's profile to it |
 //!
 //! The first key beats the second, which beats the third: see [`QprofOptions::tracking_for`].
 
@@ -37,6 +38,9 @@ pub const HEARTBEAT_INTERVAL_MS: &str = "runtime.heartbeat_interval_ms";
 /// profiled under.
 pub const QUERY_TEXT: &str = "query.text";
 
+/// Key (without the `qprof.` prefix) of the client's id of its next query.
+pub const QUERY_ID: &str = "query.id";
+
 /// qprof's options of one session.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QprofOptions {
@@ -57,6 +61,9 @@ pub struct QprofOptions {
     /// The SQL text of the session's next queries (empty: none was given), for a client
     /// whose queries reach the engine as plans.
     pub query_text: String,
+    /// The client's id of its next query (empty: none), unique in its session: a cluster's
+    /// scheduler serves the query's profile under it.
+    pub query_id: String,
 }
 
 impl Default for QprofOptions {
@@ -69,6 +76,7 @@ impl Default for QprofOptions {
             counter_update_period_ms: 500,
             heartbeat_interval_ms: 1_000,
             query_text: String::new(),
+            query_id: String::new(),
         }
     }
 }
@@ -142,12 +150,13 @@ impl QprofOptions {
                 };
             }
             QUERY_TEXT => self.query_text = value.to_string(),
+            QUERY_ID => self.query_id = value.to_string(),
             _ => {
                 return Err(DataFusionError::Configuration(format!(
                     "unknown option qprof.{key}; known: qprof.{TRACK_CPU_USAGE}, \
                      qprof.{TRACK_CPU_USAGE_FOR_FUNCTIONS}, qprof.{ADAPTIVE_CPU_SAMPLING}, \
                      qprof.{ADAPTIVE_MAX_OVERHEAD_PCT}, qprof.{COUNTER_UPDATE_PERIOD_MS}, \
-                     qprof.{HEARTBEAT_INTERVAL_MS}, qprof.{QUERY_TEXT}"
+                     qprof.{HEARTBEAT_INTERVAL_MS}, qprof.{QUERY_TEXT}, qprof.{QUERY_ID}"
                 )));
             }
         }
@@ -252,6 +261,11 @@ impl ExtensionOptions for QprofOptions {
                 QUERY_TEXT,
                 self.query_text.clone(),
                 "The SQL text of the session's next queries, for their profiles.",
+            ),
+            entry(
+                QUERY_ID,
+                self.query_id.clone(),
+                "The client's id of its next query, by which a cluster serves its profile.",
             ),
         ]
     }

@@ -16,16 +16,10 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, mpsc};
 
 use ballista_core::JobId;
-use ballista_core::JobStatusSubscriber;
-use ballista_core::error::Result;
 use ballista_core::serde::protobuf::{ExecutorHeartbeat, executor_metric, job_status};
 use ballista_core::serde::scheduler::{ExecutorData, ExecutorMetadata};
-use ballista_scheduler::cluster::{
-    BoundTask, ClusterState, ClusterStateEventStream, ExecutorSlot, JobState, JobStateEventStream,
-};
-use ballista_scheduler::config::TaskDistributionPolicy;
+use ballista_scheduler::cluster::{BoundTask, ClusterState, ExecutorSlot, JobState};
 use ballista_scheduler::state::execution_graph::ExecutionGraphBox;
-use ballista_scheduler::state::task_manager::JobInfoCache;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use qprof_core::clock::epoch_millis;
 use qprof_core::events::{
@@ -33,6 +27,10 @@ use qprof_core::events::{
     QueryStart,
 };
 use qprof_core::executor_memory::MemorySample;
+
+mod states;
+
+pub use states::{ObservedClusterState, ObservedJobState};
 
 use crate::guard::{executor_lost_reason, failed_with, recovery_reason};
 use crate::job_profiles::JobProfiles;
@@ -362,7 +360,8 @@ impl ClusterObserver {
         let query = app.next_query;
         app.next_query += 1;
         // the SQL the client ran, if it said (it sends plans), else the plan
-        let sql = &qprof_datafusion::QprofOptions::of(config.options()).query_text;
+        let options = qprof_datafusion::QprofOptions::of(config.options());
+        let sql = &options.query_text;
         let text = if sql.is_empty() {
             graph
                 .logical_plan()
@@ -390,8 +389,13 @@ impl ClusterObserver {
                 start_epoch_millis: start,
             }),
         );
-        self.profiles
-            .submitted(&session, job_id.as_str(), &description);
+        // the client's id of the query if it gave one, else the job's name
+        let key = if options.query_id.is_empty() {
+            &description
+        } else {
+            &options.query_id
+        };
+        self.profiles.submitted(&session, job_id.as_str(), key);
         let job = state.jobs.entry(job_id.as_str().to_string()).or_default();
         job.name = description;
         job.session = Some(session);
@@ -446,14 +450,19 @@ impl ClusterObserver {
         let job = JobRecord::of(graph.as_ref());
         let (profiles, job_id) = (Arc::clone(&self.profiles), key);
         self.queue(move || {
-            let profile = {
+            // a profile that cannot be built is not kept waited for
+            let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let mut ids = ids.lock().unwrap_or_else(PoisonError::into_inner);
                 query_profile(&job, query, &text, &view, &mut ids)
+            }));
+            let Ok(profile) = built else {
+                profiles.forget(&session, &job_id);
+                return;
             };
             let plan_text = datafusion::physical_plan::displayable(job.physical_plan().as_ref())
                 .indent(false)
                 .to_string();
-            let kept = (profile.clone(), error.clone());
+            let (kept_profile, kept_error) = (profile.clone(), error.clone());
             bus.post(&Event::QueryEnd(Box::new(QueryEnd {
                 id: query,
                 description: name,
@@ -465,8 +474,20 @@ impl ClusterObserver {
                 error,
             })));
             // logged first: a client that has its profile finds it in the log too
-            profiles.ended(&session, &job_id, kept.0, kept.1);
+            profiles.ended(&session, &job_id, kept_profile, kept_error);
         });
+    }
+
+    /// Ballista could not take job `job_id` after all: no profile of it will come.
+    fn job_not_submitted(&self, job_id: &JobId) {
+        let state = self.lock();
+        if let Some(session) = state
+            .jobs
+            .get(job_id.as_str())
+            .and_then(|j| j.session.as_ref())
+        {
+            self.profiles.forget(session, job_id.as_str());
+        }
     }
 
     /// Records that the guard is failing `job_id` for `reason`: its failure is saved
@@ -672,195 +693,4 @@ pub(crate) fn end_of(end: u64, start: u64) -> u64 {
 
 fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or_default().trim().to_string()
-}
-
-/// The scheduler's job state, observed.
-pub struct ObservedJobState {
-    inner: Arc<dyn JobState>,
-    observer: Arc<ClusterObserver>,
-}
-
-impl fmt::Debug for ObservedJobState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ObservedJobState")
-            .field("observer", &self.observer)
-            .finish_non_exhaustive()
-    }
-}
-
-#[async_trait::async_trait]
-impl JobState for ObservedJobState {
-    fn accept_job(&self, job_id: &JobId, job_name: &str, queued_at: u64) -> Result<()> {
-        self.inner.accept_job(job_id, job_name, queued_at)?;
-        self.observer.job_accepted(job_id, job_name, queued_at);
-        Ok(())
-    }
-
-    fn pending_job_number(&self) -> usize {
-        self.inner.pending_job_number()
-    }
-
-    async fn submit_job(
-        &self,
-        job_id: JobId,
-        graph: &ExecutionGraphBox,
-        subscriber: Option<JobStatusSubscriber>,
-    ) -> Result<()> {
-        self.observer.job_submitted(&job_id, graph);
-        self.inner.submit_job(job_id, graph, subscriber).await
-    }
-
-    async fn get_jobs(&self) -> Result<HashSet<JobId>> {
-        self.inner.get_jobs().await
-    }
-
-    async fn get_all_jobs(&self) -> Result<HashSet<JobId>> {
-        self.inner.get_all_jobs().await
-    }
-
-    async fn get_job_status(
-        &self,
-        job_id: &JobId,
-    ) -> Result<Option<ballista_core::serde::protobuf::JobStatus>> {
-        self.inner.get_job_status(job_id).await
-    }
-
-    async fn get_execution_graph(&self, job_id: &JobId) -> Result<Option<ExecutionGraphBox>> {
-        self.inner.get_execution_graph(job_id).await
-    }
-
-    async fn save_job(&self, job_id: &JobId, graph: &ExecutionGraphBox) -> Result<()> {
-        if let Some(failed) = self.observer.saved_outcome(job_id, graph) {
-            self.observer.job_saved(job_id, &failed);
-            return self.inner.save_job(job_id, &failed).await;
-        }
-        self.observer.job_saved(job_id, graph);
-        self.inner.save_job(job_id, graph).await
-    }
-
-    async fn fail_unscheduled_job(&self, job_id: &JobId, reason: String) -> Result<()> {
-        self.inner.fail_unscheduled_job(job_id, reason).await
-    }
-
-    async fn remove_job(&self, job_id: &JobId) -> Result<()> {
-        self.inner.remove_job(job_id).await
-    }
-
-    async fn try_acquire_job(&self, job_id: &JobId) -> Result<Option<ExecutionGraphBox>> {
-        self.inner.try_acquire_job(job_id).await
-    }
-
-    async fn job_state_events(&self) -> Result<JobStateEventStream> {
-        self.inner.job_state_events().await
-    }
-
-    async fn create_or_update_session(
-        &self,
-        session_id: &str,
-        config: &SessionConfig,
-    ) -> Result<Arc<SessionContext>> {
-        let context = self
-            .inner
-            .create_or_update_session(session_id, config)
-            .await?;
-        self.observer.session_created(session_id, &context);
-        Ok(context)
-    }
-
-    async fn remove_session(&self, session_id: &str) -> Result<()> {
-        self.observer.end_session(session_id);
-        // the session's log is complete when its client hears back
-        self.observer.flushed().await;
-        self.inner.remove_session(session_id).await
-    }
-
-    fn produce_config(&self) -> SessionConfig {
-        self.inner.produce_config()
-    }
-}
-
-/// The scheduler's cluster state, observed.
-pub struct ObservedClusterState {
-    inner: Arc<dyn ClusterState>,
-    observer: Arc<ClusterObserver>,
-}
-
-impl fmt::Debug for ObservedClusterState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ObservedClusterState")
-            .field("observer", &self.observer)
-            .finish_non_exhaustive()
-    }
-}
-
-#[async_trait::async_trait]
-impl ClusterState for ObservedClusterState {
-    async fn init(&self) -> Result<()> {
-        self.inner.init().await
-    }
-
-    async fn bind_schedulable_tasks(
-        &self,
-        distribution: TaskDistributionPolicy,
-        active_jobs: Arc<HashMap<JobId, JobInfoCache>>,
-        executors: Option<HashSet<String>>,
-    ) -> Result<Vec<BoundTask>> {
-        let bound = self
-            .inner
-            .bind_schedulable_tasks(distribution, active_jobs, executors)
-            .await?;
-        self.observer.tasks_bound(&bound);
-        Ok(bound)
-    }
-
-    async fn unbind_tasks(&self, executor_slots: Vec<ExecutorSlot>) -> Result<()> {
-        self.observer.slots_unbound(&executor_slots);
-        self.inner.unbind_tasks(executor_slots).await
-    }
-
-    async fn register_executor(
-        &self,
-        metadata: ExecutorMetadata,
-        spec: ExecutorData,
-    ) -> Result<()> {
-        // heard once Ballista took it (it refuses an id it has)
-        let (id, data) = (metadata.clone(), spec.clone());
-        self.inner.register_executor(metadata, spec).await?;
-        self.observer.executor_registered(&id, &data);
-        Ok(())
-    }
-
-    async fn save_executor_metadata(&self, metadata: ExecutorMetadata) -> Result<()> {
-        self.inner.save_executor_metadata(metadata).await
-    }
-
-    async fn get_executor_metadata(&self, executor_id: &str) -> Result<ExecutorMetadata> {
-        self.inner.get_executor_metadata(executor_id).await
-    }
-
-    async fn registered_executor_metadata(&self) -> Vec<ExecutorMetadata> {
-        self.inner.registered_executor_metadata().await
-    }
-
-    async fn save_executor_heartbeat(&self, heartbeat: ExecutorHeartbeat) -> Result<()> {
-        self.observer.heartbeat(&heartbeat);
-        self.inner.save_executor_heartbeat(heartbeat).await
-    }
-
-    async fn remove_executor(&self, executor_id: &str) -> Result<()> {
-        self.observer.executor_removed(executor_id);
-        self.inner.remove_executor(executor_id).await
-    }
-
-    fn executor_heartbeats(&self) -> HashMap<String, ExecutorHeartbeat> {
-        self.inner.executor_heartbeats()
-    }
-
-    fn get_executor_heartbeat(&self, executor_id: &str) -> Option<ExecutorHeartbeat> {
-        self.inner.get_executor_heartbeat(executor_id)
-    }
-
-    async fn cluster_state_events(&self) -> Result<ClusterStateEventStream> {
-        self.inner.cluster_state_events().await
-    }
 }
