@@ -28,6 +28,7 @@ use datafusion::physical_plan::metrics::{MetricValue, MetricsSet};
 use datafusion::prelude::SessionConfig;
 use qprof_core::call_site::FunctionSite;
 use qprof_core::clock::epoch_millis;
+use qprof_core::counters::OperatorTaskCounters;
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
 use qprof_core::profile::{NodeMetric, names};
 use qprof_datafusion::{
@@ -205,6 +206,8 @@ struct TaskRun {
     /// Bytes and batches the writer wrote to its shuffle files.
     written_bytes: u64,
     written_batches: u64,
+    /// The most memory the writer reserved at once.
+    writer_peak_bytes: u64,
     /// What each shuffle reader read, by node id.
     shuffle_reads: HashMap<usize, Vec<NodeMetric>>,
 }
@@ -236,11 +239,17 @@ impl fmt::Display for QprofStageExec {
     }
 }
 
-/// `ctx` with its runtime instrumented by `profiler`: the context itself when nothing else
-/// holds it (Ballista hands each task a context of its own), else a copy (copying its
-/// function registries costs a few hundred allocations).
-fn instrumented_context(profiler: &Profiler, ctx: Arc<TaskContext>) -> Arc<TaskContext> {
-    let runtime = profiler.instrument_runtime(ctx.runtime_env());
+/// `ctx` with its runtime instrumented by `profiler`, the memory of consumers registered
+/// outside every operator (the shuffle writer's) counted in `writer`: the context itself
+/// when nothing else holds it (Ballista hands each task a context of its own), else a copy
+/// (copying its function registries costs a few hundred allocations).
+fn instrumented_context(
+    profiler: &Profiler,
+    ctx: Arc<TaskContext>,
+    writer: &Arc<OperatorTaskCounters>,
+) -> Arc<TaskContext> {
+    let runtime =
+        profiler.instrument_runtime_counting_unframed(ctx.runtime_env(), Arc::clone(writer));
     let own = Arc::try_unwrap(ctx).unwrap_or_else(|shared| {
         TaskContext::new(
             shared.task_id(),
@@ -263,7 +272,9 @@ impl QueryStageExecutor for QprofStageExec {
         task_id: usize,
         context: Arc<TaskContext>,
     ) -> Result<Vec<ShuffleWritePartition>> {
-        let context = instrumented_context(&self.profiler, context);
+        // the writer's memory: Ballista drives it on tasks of its own, outside every frame
+        let writer = Arc::new(OperatorTaskCounters::new());
+        let context = instrumented_context(&self.profiler, context, &writer);
         let start = epoch_millis();
         let clock = Instant::now();
         let force_remote = context
@@ -285,6 +296,7 @@ impl QueryStageExecutor for QprofStageExec {
             figures,
             written_bytes,
             written_batches,
+            writer_peak_bytes: writer.memory().peak(),
             shuffle_reads,
         });
         result
@@ -493,9 +505,10 @@ impl ShuffleRead {
 }
 
 /// The shuffle writer's base metrics, which no wrapper measured (Ballista drives it
-/// directly, on tasks it spawns): its rows, the batches and bytes it wrote, and its time
-/// as the task's wall time, inclusive and less its input's slowest partition. Its CPU
-/// time and memory are not measured apart from the task's.
+/// directly, on tasks it spawns): its rows, the batches and bytes it wrote, its time as
+/// the task's wall time, inclusive and less its input's slowest partition, and the most
+/// memory it reserved (a sort shuffle's buffers). Its CPU time is not measured apart from
+/// the task's.
 fn writer_metrics(writer: &dyn ExecutionPlan, run: &TaskRun) -> Vec<NodeMetric> {
     let task = TaskRef {
         stage_id: 0,
@@ -557,12 +570,19 @@ fn writer_metrics(writer: &dyn ExecutionPlan, run: &TaskRun) -> Vec<NodeMetric> 
             MetricKind::Size,
             run.written_bytes,
         ),
+        one(
+            names::PEAK_MEMORY_BYTES,
+            "peak memory bytes",
+            MetricKind::Size,
+            run.writer_peak_bytes,
+        ),
     ]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datafusion::execution::memory_pool::MemoryConsumer;
     use datafusion::prelude::SessionContext;
 
     /// Whether `ctx` runs on a runtime `profiler` instrumented (instrumenting it again
@@ -584,19 +604,37 @@ mod tests {
         assert!(functions > 0);
 
         // held by someone else too: a copy, the original left as it was
-        let copy = instrumented_context(&profiler, Arc::clone(&original));
+        let writer = Arc::new(OperatorTaskCounters::new());
+        let copy = instrumented_context(&profiler, Arc::clone(&original), &writer);
         assert!(instrumented(&profiler, &copy));
         assert!(!instrumented(&profiler, &original));
         assert_eq!(copy.scalar_functions().len(), functions);
         assert_eq!(copy.session_id(), original.session_id());
 
         // its own: the same context, its runtime instrumented
-        let own = instrumented_context(&profiler, session.task_ctx());
+        let own = instrumented_context(&profiler, session.task_ctx(), &writer);
         assert!(instrumented(&profiler, &own));
         assert_eq!(own.scalar_functions().len(), functions);
         assert_eq!(
             own.aggregate_functions().len(),
             original.aggregate_functions().len()
         );
+    }
+
+    #[test]
+    fn memory_reserved_outside_every_operator_is_the_writers() {
+        let profiler = Profiler::new();
+        let writer = Arc::new(OperatorTaskCounters::new());
+        let ctx = instrumented_context(&profiler, SessionContext::new().task_ctx(), &writer);
+        // as Ballista's sort-shuffle writer reserves its buffers, on a task of its own
+        let buffers =
+            MemoryConsumer::new("SortShuffleWriter[0]").register(&ctx.runtime_env().memory_pool);
+        buffers.grow(1000);
+        buffers.shrink(400);
+        buffers.grow(100);
+        assert_eq!(writer.memory().peak(), 1000);
+        assert_eq!(writer.memory().current(), 700);
+        drop(buffers);
+        assert_eq!(writer.memory().current(), 0);
     }
 }

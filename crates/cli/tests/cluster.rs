@@ -115,6 +115,8 @@ fn metric(node: &Value, metric: &str) -> i64 {
 struct Shuffled {
     /// Bytes fetched from the other executor.
     remote_bytes: i64,
+    /// The most memory a sort-shuffle writer reserved.
+    sort_writer_peak: i64,
     /// Bytes each query's last stage wrote (the files the cluster keeps after the job).
     final_bytes: Vec<i64>,
 }
@@ -150,6 +152,11 @@ fn check_shuffles(node: &Value, parent: &str, query: &str, shuffled: &mut Shuffl
         );
         assert!(blocks > 0, "{query}: {} read no block", node["display"]);
         shuffled.remote_bytes += remote;
+        if writer["name"] == "SortShuffleWriterExec" {
+            shuffled.sort_writer_peak = shuffled
+                .sort_writer_peak
+                .max(metric(writer, "peakMemoryBytes"));
+        }
     }
     let name = node["name"].as_str().unwrap();
     for child in &children {
@@ -312,6 +319,11 @@ fn tpch_on_two_executors_matches_one_process_and_logs_both() {
     assert!(operators > 22 * 5, "{operators} operators");
     // two executors: some of what the readers read came from the other one
     assert!(shuffled.remote_bytes > 0, "no remote shuffle read");
+    // a sort shuffle's writer buffers what it writes, in memory it reserves
+    assert!(
+        shuffled.sort_writer_peak > 0,
+        "no sort-shuffle writer held memory"
+    );
     // and Spark's stage data says the same
     assert_eq!(remote_read_by_stages, shuffled.remote_bytes);
     // Ballista removes a job's intermediate shuffle files when it succeeds (in the

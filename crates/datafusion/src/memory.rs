@@ -29,6 +29,9 @@ pub(crate) struct AttributingPool {
     held: AtomicUsize,
     /// The most the pool held at once since [`AttributingPool::restart_high_water`].
     high_water: AtomicUsize,
+    /// Where consumers registered outside every operator's frame are counted, if
+    /// anywhere (an engine's own work beside the plan, e.g. a cluster's shuffle writer).
+    unframed: Option<Arc<OperatorTaskCounters>>,
 }
 
 impl AttributingPool {
@@ -38,7 +41,14 @@ impl AttributingPool {
             consumers: RwLock::new(HashMap::new()),
             held: AtomicUsize::new(0),
             high_water: AtomicUsize::new(0),
+            unframed: None,
         }
+    }
+
+    /// The pool with the consumers registered outside every frame counted in `owner`.
+    pub(crate) fn with_unframed_owner(mut self, owner: Arc<OperatorTaskCounters>) -> Self {
+        self.unframed = Some(owner);
+        self
     }
 
     /// Starts the high-water mark afresh from what the pool holds now.
@@ -89,7 +99,7 @@ impl MemoryPool for AttributingPool {
 
     fn register(&self, consumer: &MemoryConsumer) {
         self.inner.register(consumer);
-        if let Some(task) = attribution::current() {
+        if let Some(task) = attribution::current().or_else(|| self.unframed.clone()) {
             self.consumers
                 .write()
                 .unwrap_or_else(PoisonError::into_inner)

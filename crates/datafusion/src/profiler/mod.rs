@@ -35,6 +35,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionConfig;
 use qprof_core::call_site::timer_costs;
 use qprof_core::clock::epoch_millis;
+use qprof_core::counters::OperatorTaskCounters;
 use qprof_core::events::{AppEnd, AppInfo, Event, EventBus, Listener, ListenerFailure};
 use qprof_core::executor_memory::MemorySample;
 use qprof_core::profile::QueryProfile;
@@ -255,13 +256,26 @@ impl Profiler {
     /// [`Profiler::instrument`] wraps a builder's; a runtime wrapped already is returned as
     /// it is. The executor's memory samples include the pool.
     fn wrap_runtime(&self, runtime: Arc<RuntimeEnv>) -> Arc<RuntimeEnv> {
+        self.wrap_runtime_with(runtime, None)
+    }
+
+    fn wrap_runtime_with(
+        &self,
+        runtime: Arc<RuntimeEnv>,
+        unframed: Option<Arc<OperatorTaskCounters>>,
+    ) -> Arc<RuntimeEnv> {
         // the pool, the object stores and the disk manager are wrapped together: a wrapped
         // pool means a runtime environment instrumented already
         if runtime.memory_pool.is::<AttributingPool>() {
             return runtime;
         }
+        let pool = AttributingPool::new(Arc::clone(&runtime.memory_pool));
+        let pool = match unframed {
+            Some(owner) => pool.with_unframed_owner(owner),
+            None => pool,
+        };
         let runtime = Arc::new(RuntimeEnv {
-            memory_pool: Arc::new(AttributingPool::new(Arc::clone(&runtime.memory_pool))),
+            memory_pool: Arc::new(pool),
             object_store_registry: Arc::new(ProfilingObjectStoreRegistry::new(
                 Arc::clone(&runtime.object_store_registry),
                 process_updater(),
@@ -282,6 +296,18 @@ impl Profiler {
     pub fn instrument_runtime(&self, runtime: Arc<RuntimeEnv>) -> Arc<RuntimeEnv> {
         self.shared.memory.beat_every(DEFAULT_HEARTBEAT);
         self.wrap_runtime(runtime)
+    }
+
+    /// [`Profiler::instrument_runtime`], with the memory of consumers registered outside
+    /// every operator's frame counted in `unframed` (an engine's own work beside the plan
+    /// it runs, e.g. a cluster's shuffle writer, which Ballista drives on tasks of its own).
+    pub fn instrument_runtime_counting_unframed(
+        &self,
+        runtime: Arc<RuntimeEnv>,
+        unframed: Arc<OperatorTaskCounters>,
+    ) -> Arc<RuntimeEnv> {
+        self.shared.memory.beat_every(DEFAULT_HEARTBEAT);
+        self.wrap_runtime_with(runtime, Some(unframed))
     }
 
     /// For an engine that runs plans it did not plan: `plan` with every operator wrapped
