@@ -136,6 +136,7 @@ impl ExecutionEngine for QprofExecutionEngine {
             ));
         };
         let input = self.profiler.instrument_plan(Arc::clone(&decoded))?;
+        measure_fetch_waits(&input);
         match sites {
             CallSites::Shipped(sites) => attach_sites(&decoded, &input, sites),
             CallSites::Redecoded(timer) => timer.attach(&decoded, &input),
@@ -160,6 +161,11 @@ impl ExecutionEngine for QprofExecutionEngine {
                     .with_task_id(task_id);
             (Arc::new(exec.clone()), ShuffleWriterVariant::Range(exec))
         } else if let Some(sort) = plan.downcast_ref::<SortShuffleWriterExec>() {
+            // the sort writer buckets, buffers and spills each input batch as it takes it
+            // up, synchronously: its consumer time is its own work
+            if let Some(top) = ProfiledExec::of(input.as_ref()) {
+                top.measure_consumer_cpu();
+            }
             let exec = SortShuffleWriterExec::try_new(
                 job_id,
                 stage_id,
@@ -177,7 +183,9 @@ impl ExecutionEngine for QprofExecutionEngine {
                 plan.name()
             )));
         };
+        let measures_writer_cpu = matches!(variant, ShuffleWriterVariant::Sort(_));
         Ok(Arc::new(QprofStageExec {
+            measures_writer_cpu,
             inner: DefaultQueryStageExec::new(variant),
             writer,
             input,
@@ -208,6 +216,8 @@ struct TaskRun {
     written_batches: u64,
     /// The most memory the writer reserved at once.
     writer_peak_bytes: u64,
+    /// The writer's own CPU time, where it is measured (a sort shuffle's bucketing).
+    writer_cpu_nanos: Option<u64>,
     /// What each shuffle reader read, by node id.
     shuffle_reads: HashMap<usize, Vec<NodeMetric>>,
 }
@@ -221,6 +231,8 @@ pub struct QprofStageExec {
     input: Arc<dyn ExecutionPlan>,
     /// The executor's directory of shuffle files: what its readers find there is local.
     work_dir: String,
+    /// Whether the writer's own CPU time is measured (a sort shuffle writer's is).
+    measures_writer_cpu: bool,
     profiler: Profiler,
     run: Mutex<Option<TaskRun>>,
 }
@@ -288,7 +300,9 @@ impl QueryStageExecutor for QprofStageExec {
         };
         let (written_bytes, written_batches) = (total(|p| p.num_bytes), total(|p| p.num_batches));
         let readings = self.profiler.plan_readings(&self.input);
-        let figures = task_figures(&self.profiler, &readings, start, finish, wall);
+        let writer_cpu_nanos = self.measures_writer_cpu.then(|| writer_cpu(&self.input));
+        let mut figures = task_figures(&self.profiler, &readings, start, finish, wall);
+        figures.cpu_nanos += writer_cpu_nanos.unwrap_or(0);
         let local_dir = (!force_remote).then_some(self.work_dir.as_str());
         let shuffle_reads = shuffle_reads(&self.input, &readings, local_dir);
         *self.run.lock().unwrap_or_else(PoisonError::into_inner) = Some(TaskRun {
@@ -297,6 +311,7 @@ impl QueryStageExecutor for QprofStageExec {
             written_bytes,
             written_batches,
             writer_peak_bytes: writer.memory().peak(),
+            writer_cpu_nanos,
             shuffle_reads,
         });
         result
@@ -385,6 +400,33 @@ fn add_qprof_metrics(sets: &mut [MetricsSet], writer: &Arc<dyn ExecutionPlan>, r
     }
 }
 
+/// Has each shuffle reader of `input` measure how long its consumers wait on its fetches.
+fn measure_fetch_waits(input: &Arc<dyn ExecutionPlan>) {
+    let mut pending = vec![Arc::clone(input)];
+    while let Some(plan) = pending.pop() {
+        pending.extend(plan.children().into_iter().cloned());
+        if let Some(exec) = ProfiledExec::of(plan.as_ref())
+            && exec
+                .inner()
+                .downcast_ref::<ShuffleReaderExec>()
+                .is_some_and(|r| !r.broadcast)
+        {
+            exec.measure_waits();
+        }
+    }
+}
+
+/// The writer's own CPU time in the task, as its input's task counters measured it: what
+/// their consumer spent between batches, over all of the input's partitions.
+fn writer_cpu(input: &Arc<dyn ExecutionPlan>) -> u64 {
+    ProfiledExec::of(input.as_ref()).map_or(0, |top| {
+        top.task_counters()
+            .iter()
+            .map(|(_, t)| t.consumer_cpu_nanos())
+            .sum()
+    })
+}
+
 /// What each shuffle reader of `input` read in the partitions it computed, as Spark counts
 /// a shuffle read: the bytes (as the writers reported them) and the blocks of its
 /// partitions' locations, local when the file is in `local_dir` (as Ballista's reader
@@ -413,6 +455,11 @@ fn shuffle_reads(
         if reader.broadcast {
             continue;
         }
+        let waits: HashMap<usize, u64> = exec
+            .task_counters()
+            .into_iter()
+            .map(|(partition, task)| (partition, task.wait_nanos()))
+            .collect();
         let mut read = ShuffleRead::default();
         for (partition, _) in &node.reading.tasks {
             let task = TaskRef {
@@ -421,7 +468,10 @@ fn shuffle_reads(
                 task_id: 0,
                 partition: *partition as u32,
             };
-            let mut sums = BlockSums::default();
+            let mut sums = BlockSums {
+                fetch_wait_nanos: waits.get(partition).copied().unwrap_or(0),
+                ..BlockSums::default()
+            };
             for location in reader.partition.get(*partition).into_iter().flatten() {
                 let bytes = location.partition_stats.num_bytes().unwrap_or(0);
                 let local = local_dir.is_some_and(|dir| {
@@ -451,6 +501,8 @@ struct BlockSums {
     remote_bytes: u64,
     local_blocks: u64,
     remote_blocks: u64,
+    /// How long the task waited on the reader's fetches.
+    fetch_wait_nanos: u64,
 }
 
 /// A shuffle reader's reads: each task's value of each metric.
@@ -460,6 +512,7 @@ struct ShuffleRead {
     remote_bytes: Vec<TaskValue>,
     local_blocks: Vec<TaskValue>,
     remote_blocks: Vec<TaskValue>,
+    fetch_wait: Vec<TaskValue>,
 }
 
 impl ShuffleRead {
@@ -472,6 +525,7 @@ impl ShuffleRead {
         self.remote_bytes.push(value(sums.remote_bytes));
         self.local_blocks.push(value(sums.local_blocks));
         self.remote_blocks.push(value(sums.remote_blocks));
+        self.fetch_wait.push(value(sums.fetch_wait_nanos));
     }
 
     fn metrics(self) -> Vec<NodeMetric> {
@@ -500,15 +554,22 @@ impl ShuffleRead {
                 MetricKind::Sum,
                 self.remote_blocks,
             ),
+            NodeMetric::summed(
+                names::SHUFFLE_FETCH_WAIT_NANOS,
+                "fetch wait time",
+                MetricKind::NsTiming,
+                self.fetch_wait,
+            ),
         ]
     }
 }
 
 /// The shuffle writer's base metrics, which no wrapper measured (Ballista drives it
 /// directly, on tasks it spawns): its rows, the batches and bytes it wrote, its time as
-/// the task's wall time, inclusive and less its input's slowest partition, and the most
-/// memory it reserved (a sort shuffle's buffers). Its CPU time is not measured apart from
-/// the task's.
+/// the task's wall time, inclusive and less its input's slowest partition, the most
+/// memory it reserved (a sort shuffle's buffers), and, for a sort shuffle, its own CPU
+/// time taking up its input's batches (the other writers encode on Ballista's blocking
+/// threads, whose time is `shuffleWriteNanos`).
 fn writer_metrics(writer: &dyn ExecutionPlan, run: &TaskRun) -> Vec<NodeMetric> {
     let task = TaskRef {
         stage_id: 0,
@@ -543,8 +604,32 @@ fn writer_metrics(writer: &dyn ExecutionPlan, run: &TaskRun) -> Vec<NodeMetric> 
         .and_then(|e| run.readings.operators.get(&e.node_id()))
         .and_then(|n| n.reading.tasks.iter().map(|(_, s)| s.wall_nanos).max())
         .unwrap_or(0);
+    let input_cpu: u64 = writer
+        .children()
+        .first()
+        .and_then(|input| ProfiledExec::of(input.as_ref()))
+        .and_then(|e| run.readings.operators.get(&e.node_id()))
+        .map_or(0, |n| {
+            n.reading.tasks.iter().map(|(_, s)| s.cpu_nanos).sum()
+        });
     let wall = run.figures.wall_nanos;
-    vec![
+    let cpu = run.writer_cpu_nanos.into_iter().flat_map(|own| {
+        [
+            one(
+                names::CPU_NANOS,
+                "total cpu time",
+                MetricKind::NsTiming,
+                own + input_cpu,
+            ),
+            one(
+                names::SELF_CPU_NANOS,
+                "self cpu time",
+                MetricKind::NsTiming,
+                own,
+            ),
+        ]
+    });
+    let mut metrics = vec![
         one(names::WALL_NANOS, "total time", MetricKind::NsTiming, wall),
         one(
             names::SELF_WALL_NANOS,
@@ -576,7 +661,9 @@ fn writer_metrics(writer: &dyn ExecutionPlan, run: &TaskRun) -> Vec<NodeMetric> 
             MetricKind::Size,
             run.writer_peak_bytes,
         ),
-    ]
+    ];
+    metrics.extend(cpu);
+    metrics
 }
 
 #[cfg(test)]

@@ -117,6 +117,11 @@ struct Shuffled {
     remote_bytes: i64,
     /// The most memory a sort-shuffle writer reserved.
     sort_writer_peak: i64,
+    /// The sort-shuffle writers' own CPU time.
+    sort_writer_cpu: i64,
+    /// Time the readers' tasks waited on their fetches, and the tasks.
+    fetch_wait_nanos: i64,
+    reader_tasks: i64,
     /// Bytes each query's last stage wrote (the files the cluster keeps after the job).
     final_bytes: Vec<i64>,
 }
@@ -152,10 +157,26 @@ fn check_shuffles(node: &Value, parent: &str, query: &str, shuffled: &mut Shuffl
         );
         assert!(blocks > 0, "{query}: {} read no block", node["display"]);
         shuffled.remote_bytes += remote;
+        let waits = &node["metrics"]["shuffleFetchWaitNanos"];
+        assert!(
+            waits.is_object(),
+            "{query}: {} has no fetch wait",
+            node["display"]
+        );
+        shuffled.fetch_wait_nanos += waits["value"].as_i64().unwrap();
+        shuffled.reader_tasks += waits["tasks"].as_i64().unwrap();
         if writer["name"] == "SortShuffleWriterExec" {
             shuffled.sort_writer_peak = shuffled
                 .sort_writer_peak
                 .max(metric(writer, "peakMemoryBytes"));
+            // its own CPU time is part of its total, its input's the rest
+            let own = metric(writer, "selfCpuNanos");
+            assert!(
+                own <= metric(writer, "cpuNanos"),
+                "{query}: {} self cpu {own} above its total",
+                writer["display"]
+            );
+            shuffled.sort_writer_cpu += own;
         }
     }
     let name = node["name"].as_str().unwrap();
@@ -251,8 +272,10 @@ fn tpch_on_two_executors_matches_one_process_and_logs_both() {
     let stages = json(&server, &format!("{base}/stages?details=true"));
     let mut stages_on_both = 0;
     let mut remote_read_by_stages = 0;
+    let mut fetch_wait_millis_by_stages = 0;
     for stage in stages.as_array().unwrap() {
         remote_read_by_stages += stage["shuffleRemoteBytesRead"].as_i64().unwrap();
+        fetch_wait_millis_by_stages += stage["shuffleFetchWaitTime"].as_i64().unwrap();
         let summary = stage["executorSummary"].as_object().unwrap();
         assert!(
             !summary.is_empty(),
@@ -326,6 +349,19 @@ fn tpch_on_two_executors_matches_one_process_and_logs_both() {
     );
     // and Spark's stage data says the same
     assert_eq!(remote_read_by_stages, shuffled.remote_bytes);
+    // the sort-shuffle writers' own work is measured
+    assert!(shuffled.sort_writer_cpu > 0, "no sort-shuffle writer cpu");
+    // the readers' tasks waited on their fetches (remote ones cross the network), and
+    // Spark's stages say so in whole milliseconds per task
+    assert!(shuffled.fetch_wait_nanos > 0, "no fetch wait measured");
+    let fetch_wait_millis = shuffled.fetch_wait_nanos / 1_000_000;
+    assert!(
+        (fetch_wait_millis - shuffled.reader_tasks..=fetch_wait_millis)
+            .contains(&fetch_wait_millis_by_stages),
+        "stages waited {fetch_wait_millis_by_stages} ms, the readers' {} tasks {} ns",
+        shuffled.reader_tasks,
+        shuffled.fetch_wait_nanos
+    );
     // Ballista removes a job's intermediate shuffle files when it succeeds (in the
     // background) and keeps its last stage's output for 5 minutes: the bytes its writers
     // reported are those files, in the job's last stage's directory

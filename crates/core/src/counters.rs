@@ -72,6 +72,8 @@ pub struct OperatorTaskCounters {
     batches: AtomicU64,
     rows: AtomicU64,
     bytes: AtomicU64,
+    wait_nanos: AtomicU64,
+    consumer_cpu_nanos: AtomicU64,
     memory: MemoryTracker,
     io: OnceLock<Arc<IoCounters>>,
     spill: OnceLock<Arc<SpillCounters>>,
@@ -161,6 +163,29 @@ impl OperatorTaskCounters {
         if let Some(phases) = self.phases.get() {
             phases.record_output(rows);
         }
+    }
+
+    /// Counts `nanos` its consumer waited on the operator's output: from a poll that
+    /// returned pending to the next poll.
+    pub fn record_wait(&self, nanos: u64) {
+        self.wait_nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    /// Time its consumer waited on the operator's output (ns), where that is measured.
+    pub fn wait_nanos(&self) -> u64 {
+        self.wait_nanos.load(Ordering::Relaxed)
+    }
+
+    /// Counts `nanos` of CPU time its consumer spent between two of the operator's
+    /// batches, on the thread that received the first.
+    pub fn record_consumer_cpu(&self, nanos: u64) {
+        self.consumer_cpu_nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    /// CPU time its consumer spent between the operator's batches (ns), where that is
+    /// measured.
+    pub fn consumer_cpu_nanos(&self) -> u64 {
+        self.consumer_cpu_nanos.load(Ordering::Relaxed)
     }
 
     /// Memory reserved by the operator in this task.

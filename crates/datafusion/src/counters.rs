@@ -1,7 +1,7 @@
 //! Per-operator state shared by a wrapper, its streams and its memory-pool views.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use datafusion::execution::runtime_env::RuntimeEnv;
@@ -117,6 +117,10 @@ pub(crate) struct OperatorCounters {
     pub(crate) join_input: OnceLock<JoinPhase>,
     /// For a file scan or sink: the runtime it ran in (its caches are read after the run).
     pub(crate) runtime: OnceLock<Arc<RuntimeEnv>>,
+    /// Whether its tasks measure how long their consumers wait on them.
+    pub(crate) measures_waits: AtomicBool,
+    /// Whether its tasks measure their consumers' CPU time between batches.
+    pub(crate) measures_consumer_cpu: AtomicBool,
 }
 
 impl OperatorCounters {
@@ -136,6 +140,8 @@ impl OperatorCounters {
             join: OnceLock::new(),
             join_input: OnceLock::new(),
             runtime: OnceLock::new(),
+            measures_waits: AtomicBool::new(false),
+            measures_consumer_cpu: AtomicBool::new(false),
         }
     }
 

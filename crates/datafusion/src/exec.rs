@@ -11,6 +11,7 @@ use std::fmt;
 use std::mem::ManuallyDrop;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
 use datafusion::arrow::array::RecordBatch;
@@ -43,6 +44,7 @@ use qprof_core::io::IoCounters;
 use qprof_core::periodic::PeriodicUpdater;
 use qprof_core::phases::JoinPhase;
 
+use crate::consumer::ConsumerMeters;
 use crate::counters::OperatorCounters;
 use crate::io::process_updater;
 use crate::profiler::error_line;
@@ -93,6 +95,28 @@ impl ProfiledExec {
 
     pub(crate) fn stats(&self) -> &Arc<OperatorCounters> {
         &self.stats
+    }
+
+    /// From its next task on, measures how long the operator's consumer waits on it: the
+    /// time from a poll that returned pending to the next poll (for a shuffle reader, its
+    /// fetch wait). Read with [`OperatorTaskCounters::wait_nanos`].
+    pub fn measure_waits(&self) {
+        self.stats.measures_waits.store(true, Ordering::Relaxed);
+    }
+
+    /// From its next task on, measures the CPU time the operator's consumer spends between
+    /// two of its batches on the thread that received the first: the work of a consumer
+    /// no wrapper frames (a shuffle writer) that takes each batch up synchronously. Read
+    /// with [`OperatorTaskCounters::consumer_cpu_nanos`].
+    pub fn measure_consumer_cpu(&self) {
+        self.stats
+            .measures_consumer_cpu
+            .store(true, Ordering::Relaxed);
+    }
+
+    /// The counters of each task executed so far, by partition.
+    pub fn task_counters(&self) -> Vec<(usize, Arc<OperatorTaskCounters>)> {
+        self.stats.executed_tasks()
     }
 
     fn rewrap(&self, inner: Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
@@ -243,10 +267,15 @@ impl ExecutionPlan for ProfiledExec {
             let _frame = attribution::enter(&SystemClock, &task);
             self.inner.execute(partition, context)?
         };
+        let meters = ConsumerMeters::new(
+            self.stats.measures_waits.load(Ordering::Relaxed),
+            self.stats.measures_consumer_cpu.load(Ordering::Relaxed),
+        );
         Ok(Box::pin(ProfiledStream {
             inner: ManuallyDrop::new(inner),
             task,
             feeds,
+            meters,
         }))
     }
 
@@ -365,6 +394,8 @@ struct ProfiledStream {
     inner: ManuallyDrop<SendableRecordBatchStream>,
     task: Arc<OperatorTaskCounters>,
     feeds: Option<JoinFeed>,
+    /// What it measures of its consumer, where asked to.
+    meters: Option<ConsumerMeters>,
 }
 
 /// The task's output ended or was dropped: it finishes, and its periodic counters stop.
@@ -391,6 +422,9 @@ impl Stream for ProfiledStream {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
         this.task.record_poll();
+        if let Some(meters) = &mut this.meters {
+            meters.poll_started(&SystemClock, &this.task);
+        }
         let io = this.task.io();
         if let Some(io) = io {
             io.poll_started(io.now_nanos());
@@ -422,6 +456,10 @@ impl Stream for ProfiledStream {
             Poll::Ready(Some(Err(e))) => this.task.record_error(|| error_line(e)),
             Poll::Ready(None) => finish(&this.task),
             Poll::Pending => {}
+        }
+        // last: what follows is the consumer's
+        if let Some(meters) = &mut this.meters {
+            meters.polled(&SystemClock, &polled);
         }
         polled
     }

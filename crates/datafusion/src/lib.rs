@@ -29,6 +29,7 @@
 
 mod aggregate_functions;
 mod collect;
+mod consumer;
 mod counters;
 mod decoded_functions;
 mod definitions;

@@ -89,6 +89,9 @@ pub const SHUFFLE_LOCAL_BLOCKS_READ: &str = "shuffleLocalBlocksRead";
 pub const SHUFFLE_REMOTE_BLOCKS_READ: &str = "shuffleRemoteBlocksRead";
 /// Time a shuffle writer spent writing its files (ns).
 pub const SHUFFLE_WRITE_NANOS: &str = "shuffleWriteNanos";
+/// Time a shuffle reader's consumer waited on its fetches: from a poll of the reader that
+/// returned pending to the next poll (ns).
+pub const SHUFFLE_FETCH_WAIT_NANOS: &str = "shuffleFetchWaitNanos";
 /// The metric-name prefixes of the two phases of each kind of join, build (or held)
 /// side first: `hashBuildInputRows`, `hashProbeWallNanos`, ...
 pub const JOIN_PHASE_PREFIXES: [(&str, &str); 6] = [

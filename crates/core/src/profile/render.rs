@@ -91,6 +91,7 @@ fn render_node(node: &ProfileNode, depth: usize, total_self_cpu: i64, out: &mut 
         let _ = writeln!(out, "{indent}   {}", truncate(display, 110));
     }
     render_io(node, &indent, out);
+    render_shuffle(node, &indent, out);
     render_join_phases(node, &indent, out);
     render_spill(node, &indent, out);
     render_dynamic_filters(node, &indent, out);
@@ -165,6 +166,41 @@ fn render_spill(node: &ProfileNode, indent: &str, out: &mut String) {
         format::bytes(v(names::SPILL_READ_BYTES)),
         nanos(names::SPILL_READ_NANOS),
     );
+}
+
+/// The shuffle line of a cluster's shuffle reader (what it read, local and remote, and
+/// how long its tasks waited on the fetches) or writer (its write time).
+fn render_shuffle(node: &ProfileNode, indent: &str, out: &mut String) {
+    let v = |name| node.value(name).unwrap_or(0);
+    if node.value(names::SHUFFLE_LOCAL_BYTES_READ).is_some() {
+        let blocks = |name| {
+            let n = v(name);
+            format!("{} block{}", format::integer(n), plural(n))
+        };
+        let _ = writeln!(
+            out,
+            "{indent}   shuffle read  local {} in {}, remote {} in {}  fetch wait {}",
+            format::bytes(v(names::SHUFFLE_LOCAL_BYTES_READ)),
+            blocks(names::SHUFFLE_LOCAL_BLOCKS_READ),
+            format::bytes(v(names::SHUFFLE_REMOTE_BYTES_READ)),
+            blocks(names::SHUFFLE_REMOTE_BLOCKS_READ),
+            format::human_nanos(v(names::SHUFFLE_FETCH_WAIT_NANOS).max(0) as u64),
+        );
+    }
+    if node.value(names::SHUFFLE_WRITE_NANOS).is_some() {
+        let _ = writeln!(
+            out,
+            "{indent}   shuffle write  {} in {} batch{}  write time {}",
+            format::bytes(v(names::OUTPUT_BYTES)),
+            format::integer(v(names::OUTPUT_VECTORS)),
+            if v(names::OUTPUT_VECTORS) == 1 {
+                ""
+            } else {
+                "es"
+            },
+            format::human_nanos(v(names::SHUFFLE_WRITE_NANOS).max(0) as u64),
+        );
+    }
 }
 
 /// The dynamic-filter line of an operator that produced or accepted dynamic filters.

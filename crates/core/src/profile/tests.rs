@@ -8,17 +8,39 @@ fn text_tree_snapshot() {
     insta::assert_snapshot!(sample().render_text(3));
 }
 
+/// Gives `node` the metric `name` at `value`.
+fn put(node: &mut ProfileNode, name: &str, value: i64) {
+    node.metrics.push(NodeMetric::summed(
+        name,
+        name,
+        MetricKind::Sum,
+        vec![TaskValue { task: None, value }],
+    ));
+}
+
+#[test]
+fn shuffle_lines_snapshot() {
+    let mut profile = sample();
+    // the aggregate as a writer, the filter as a reader of what it wrote
+    let writer = &mut profile.plan;
+    put(writer, names::SHUFFLE_WRITE_NANOS, 1_500_000);
+    put(writer, names::OUTPUT_BYTES, 5 << 20);
+    let reader = &mut profile.plan.children[0];
+    for (name, value) in [
+        (names::SHUFFLE_LOCAL_BYTES_READ, 3 << 20),
+        (names::SHUFFLE_LOCAL_BLOCKS_READ, 4),
+        (names::SHUFFLE_REMOTE_BYTES_READ, 2 << 20),
+        (names::SHUFFLE_REMOTE_BLOCKS_READ, 1),
+        (names::SHUFFLE_FETCH_WAIT_NANOS, 2_250_000),
+    ] {
+        put(reader, name, value);
+    }
+    insta::assert_snapshot!(profile.render_text(0));
+}
+
 #[test]
 fn spill_and_dynamic_filter_lines_snapshot() {
     let mut profile = sample();
-    let put = |node: &mut ProfileNode, name: &str, value: i64| {
-        node.metrics.push(NodeMetric::summed(
-            name,
-            name,
-            MetricKind::Sum,
-            vec![TaskValue { task: None, value }],
-        ));
-    };
     let aggregate = &mut profile.plan;
     for (name, value) in [
         (names::SPILL_FILES_CREATED, 3),

@@ -24,6 +24,8 @@ pub(super) struct TaskFigures {
     shuffle_remote_bytes: i64,
     shuffle_local_blocks: i64,
     shuffle_remote_blocks: i64,
+    /// Time the task waited on its shuffle readers' fetches (ns).
+    shuffle_fetch_wait_nanos: i64,
     shuffle_write_nanos: i64,
     output_rows: i64,
     output_bytes: i64,
@@ -56,6 +58,7 @@ pub(super) fn task_figures(
         shuffle_remote_bytes: 0,
         shuffle_local_blocks: 0,
         shuffle_remote_blocks: 0,
+        shuffle_fetch_wait_nanos: 0,
         shuffle_write_nanos: 0,
         output_rows: task.value(names::OUTPUT_ROWS).unwrap_or(0),
         output_bytes: task.value(names::OUTPUT_BYTES).unwrap_or(0),
@@ -80,6 +83,7 @@ pub(super) fn task_figures(
                 f.shuffle_remote_bytes += value(names::SHUFFLE_REMOTE_BYTES_READ);
                 f.shuffle_local_blocks += value(names::SHUFFLE_LOCAL_BLOCKS_READ);
                 f.shuffle_remote_blocks += value(names::SHUFFLE_REMOTE_BLOCKS_READ);
+                f.shuffle_fetch_wait_nanos += value(names::SHUFFLE_FETCH_WAIT_NANOS);
             } else {
                 f.shuffle_local_bytes += value(names::OUTPUT_BYTES);
             }
@@ -108,6 +112,8 @@ pub(super) fn task_metrics(task: &TaskProfile, f: &TaskFigures, result_task: boo
             remote_bytes_read: f.shuffle_remote_bytes,
             local_blocks_fetched: f.shuffle_local_blocks,
             remote_blocks_fetched: f.shuffle_remote_blocks,
+            // Spark's fetch wait is in milliseconds
+            fetch_wait_time: f.shuffle_fetch_wait_nanos / 1_000_000,
             records_read: f.shuffle_read_rows,
             ..ShuffleReadLog::default()
         },
