@@ -27,13 +27,14 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::{MetricValue, MetricsSet};
 use datafusion::prelude::SessionConfig;
 use qprof_core::call_site::FunctionSite;
+use qprof_core::catalog::{self, MetricDef};
 use qprof_core::clock::epoch_millis;
 use qprof_core::counters::OperatorTaskCounters;
-use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
-use qprof_core::profile::{NodeMetric, names};
+use qprof_core::metric::{TaskRef, TaskValue};
+use qprof_core::profile::NodeMetric;
 use qprof_datafusion::{
     FunctionTimer, PlanReadings, PlanSites, ProfiledExec, Profiler, QprofOptions, attach_sites,
-    claim_sites,
+    claim_sites, operator_label,
 };
 
 use crate::functions::Redecoder;
@@ -489,7 +490,10 @@ fn shuffle_reads(
             }
             read.add(task, &sums);
         }
-        out.insert(exec.node_id(), read.metrics());
+        out.insert(
+            exec.node_id(),
+            read.metrics(&operator_label(exec.inner().name())),
+        );
     }
     out
 }
@@ -528,38 +532,13 @@ impl ShuffleRead {
         self.fetch_wait.push(value(sums.fetch_wait_nanos));
     }
 
-    fn metrics(self) -> Vec<NodeMetric> {
+    fn metrics(self, label: &str) -> Vec<NodeMetric> {
         vec![
-            NodeMetric::summed(
-                names::SHUFFLE_LOCAL_BYTES_READ,
-                "local bytes read",
-                MetricKind::Size,
-                self.local_bytes,
-            ),
-            NodeMetric::summed(
-                names::SHUFFLE_REMOTE_BYTES_READ,
-                "remote bytes read",
-                MetricKind::Size,
-                self.remote_bytes,
-            ),
-            NodeMetric::summed(
-                names::SHUFFLE_LOCAL_BLOCKS_READ,
-                "local blocks read",
-                MetricKind::Sum,
-                self.local_blocks,
-            ),
-            NodeMetric::summed(
-                names::SHUFFLE_REMOTE_BLOCKS_READ,
-                "remote blocks read",
-                MetricKind::Sum,
-                self.remote_blocks,
-            ),
-            NodeMetric::summed(
-                names::SHUFFLE_FETCH_WAIT_NANOS,
-                "fetch wait time",
-                MetricKind::NsTiming,
-                self.fetch_wait,
-            ),
+            catalog::SHUFFLE_LOCAL_BYTES_READ.summed(label, self.local_bytes),
+            catalog::SHUFFLE_REMOTE_BYTES_READ.summed(label, self.remote_bytes),
+            catalog::SHUFFLE_LOCAL_BLOCKS_READ.summed(label, self.local_blocks),
+            catalog::SHUFFLE_REMOTE_BLOCKS_READ.summed(label, self.remote_blocks),
+            catalog::SHUFFLE_FETCH_WAIT_NANOS.summed(label, self.fetch_wait),
         ]
     }
 }
@@ -577,11 +556,10 @@ fn writer_metrics(writer: &dyn ExecutionPlan, run: &TaskRun) -> Vec<NodeMetric> 
         task_id: 0,
         partition: 0,
     };
-    let one = |name: &str, display: &str, kind, value: u64| {
-        NodeMetric::summed(
-            name,
-            display,
-            kind,
+    let label = operator_label(writer.name());
+    let one = |def: &MetricDef, value: u64| {
+        def.summed(
+            &label,
             vec![TaskValue {
                 task: Some(task),
                 value: i64::try_from(value).unwrap_or(i64::MAX),
@@ -597,70 +575,31 @@ fn writer_metrics(writer: &dyn ExecutionPlan, run: &TaskRun) -> Vec<NodeMetric> 
                 .sum::<u64>()
         })
         .unwrap_or(0);
-    let input_wall = writer
+    let input = writer
         .children()
         .first()
         .and_then(|input| ProfiledExec::of(input.as_ref()))
-        .and_then(|e| run.readings.operators.get(&e.node_id()))
+        .and_then(|e| run.readings.operators.get(&e.node_id()));
+    let input_wall = input
         .and_then(|n| n.reading.tasks.iter().map(|(_, s)| s.wall_nanos).max())
         .unwrap_or(0);
-    let input_cpu: u64 = writer
-        .children()
-        .first()
-        .and_then(|input| ProfiledExec::of(input.as_ref()))
-        .and_then(|e| run.readings.operators.get(&e.node_id()))
-        .map_or(0, |n| {
-            n.reading.tasks.iter().map(|(_, s)| s.cpu_nanos).sum()
-        });
+    let input_cpu: u64 = input.map_or(0, |n| {
+        n.reading.tasks.iter().map(|(_, s)| s.cpu_nanos).sum()
+    });
     let wall = run.figures.wall_nanos;
     let cpu = run.writer_cpu_nanos.into_iter().flat_map(|own| {
         [
-            one(
-                names::CPU_NANOS,
-                "total cpu time",
-                MetricKind::NsTiming,
-                own + input_cpu,
-            ),
-            one(
-                names::SELF_CPU_NANOS,
-                "self cpu time",
-                MetricKind::NsTiming,
-                own,
-            ),
+            one(&catalog::CPU_NANOS, own + input_cpu),
+            one(&catalog::SELF_CPU_NANOS, own),
         ]
     });
     let mut metrics = vec![
-        one(names::WALL_NANOS, "total time", MetricKind::NsTiming, wall),
-        one(
-            names::SELF_WALL_NANOS,
-            "self time",
-            MetricKind::NsTiming,
-            wall.saturating_sub(input_wall),
-        ),
-        one(
-            names::OUTPUT_ROWS,
-            "number of output rows",
-            MetricKind::Sum,
-            rows,
-        ),
-        one(
-            names::OUTPUT_VECTORS,
-            "number of output vectors",
-            MetricKind::Sum,
-            run.written_batches,
-        ),
-        one(
-            names::OUTPUT_BYTES,
-            "number of output bytes",
-            MetricKind::Size,
-            run.written_bytes,
-        ),
-        one(
-            names::PEAK_MEMORY_BYTES,
-            "peak memory bytes",
-            MetricKind::Size,
-            run.writer_peak_bytes,
-        ),
+        one(&catalog::WALL_NANOS, wall),
+        one(&catalog::SELF_WALL_NANOS, wall.saturating_sub(input_wall)),
+        one(&catalog::OUTPUT_ROWS, rows),
+        one(&catalog::OUTPUT_VECTORS, run.written_batches),
+        one(&catalog::OUTPUT_BYTES, run.written_bytes),
+        one(&catalog::PEAK_MEMORY_BYTES, run.writer_peak_bytes),
     ];
     metrics.extend(cpu);
     metrics

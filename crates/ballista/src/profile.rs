@@ -14,6 +14,7 @@ use ballista_scheduler::state::execution_graph::ExecutionGraph;
 use ballista_scheduler::state::execution_stage::{ExecutionStage, TaskInfo};
 use datafusion::physical_plan::metrics::{MetricValue, MetricsSet};
 use datafusion::physical_plan::{ExecutionPlan, displayable};
+use qprof_core::catalog;
 use qprof_core::executor_memory::MemorySample;
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
 use qprof_core::profile::{
@@ -386,7 +387,7 @@ impl Builder<'_> {
             .into_iter()
             .map(|(name, (kind, values))| {
                 let display = if name == names::SHUFFLE_WRITE_NANOS {
-                    "shuffle write time".to_string()
+                    catalog::SHUFFLE_WRITE_NANOS.display.to_string()
                 } else {
                     name.replace(['.', '_'], " ")
                 };

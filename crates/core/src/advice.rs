@@ -386,7 +386,7 @@ fn unselective_filters(profile: &QueryProfile, out: &mut Vec<Finding>) {
             value(scan, names::OUTPUT_ROWS),
             value(filter, names::OUTPUT_ROWS),
         );
-        let skipped = value(scan, names::SKIPPED_SPLITS) + value(scan, "skippedStrides");
+        let skipped = value(scan, names::SKIPPED_SPLITS) + value(scan, names::SKIPPED_STRIDES);
         if read < thresholds::UNSELECTIVE_FILTER_MIN_ROWS
             || pct(kept, read) < thresholds::UNSELECTIVE_FILTER_PERCENT
             || skipped > 0
@@ -679,7 +679,7 @@ mod tests {
         set(&mut selective, 1, names::OUTPUT_ROWS, 150_000);
         assert!(fired(&selective, "unselective-filter").is_empty());
         let mut pruned = p.clone();
-        set(&mut pruned, 2, "skippedStrides", 3);
+        set(&mut pruned, 2, names::SKIPPED_STRIDES, 3);
         assert!(fired(&pruned, "unselective-filter").is_empty());
         let mut small = p.clone();
         set(&mut small, 2, names::OUTPUT_ROWS, 1_000);

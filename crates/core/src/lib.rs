@@ -17,6 +17,7 @@ pub mod advice;
 pub mod alloc;
 pub mod attribution;
 pub mod call_site;
+pub mod catalog;
 pub mod clock;
 pub mod counters;
 pub mod events;

@@ -306,7 +306,7 @@ pub(crate) fn operator_def(operator: &str) -> Option<&'static OperatorDef> {
 
 /// The label of an operator in display names: from its table, or derived from its type
 /// name (`StreamingTableExec` → `streaming table`).
-pub(crate) fn operator_label(operator: &str) -> String {
+pub fn operator_label(operator: &str) -> String {
     if let Some(d) = operator_def(operator) {
         return d.label.to_string();
     }
@@ -357,24 +357,6 @@ pub(crate) fn fallback_name(native: &str, kind: MetricKind) -> String {
     name + suffix
 }
 
-/// Display names of the base metrics every operator has, for operator label `op`.
-pub(crate) fn base_display_name(metric: &str, op: &str) -> String {
-    use qprof_core::profile::names;
-    match metric {
-        names::WALL_NANOS => format!("time of {op}"),
-        names::SELF_WALL_NANOS => format!("self time of {op}"),
-        names::CPU_NANOS => format!("cpu time of {op}"),
-        names::SELF_CPU_NANOS => format!("self cpu time of {op}"),
-        names::CPU_COUNT => "cpu wall time count".to_string(),
-        names::OUTPUT_ROWS => "number of output rows".to_string(),
-        names::OUTPUT_VECTORS => "number of output vectors".to_string(),
-        names::OUTPUT_BYTES => "number of output bytes".to_string(),
-        names::PEAK_MEMORY_BYTES => "peak memory bytes".to_string(),
-        names::NUM_MEMORY_ALLOCATIONS => "number of memory allocations".to_string(),
-        other => other.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -416,7 +398,6 @@ mod tests {
             fallback_name("predicate_cache_records", MetricKind::Sum),
             "predicateCacheRecords"
         );
-        assert_eq!(base_display_name("wallNanos", "filter"), "time of filter");
         let build = native_defs("HashJoinExec", "build_time");
         assert_eq!(build[0].name, "buildTimeNanos");
         assert_eq!(

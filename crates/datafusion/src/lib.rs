@@ -60,6 +60,7 @@ pub use decoded_functions::{
     for_each_own_function_call, timed_aggregate, timed_aggregate_mode, timed_mode, timed_scalar,
     untimed_aggregate, untimed_scalar,
 };
+pub use definitions::operator_label;
 pub use exec::ProfiledExec;
 pub use joins::{JoinShape, join_shape};
 pub use native_metrics::operator_native_metrics;

@@ -3,8 +3,9 @@
 //! knows), one value per task.
 
 use datafusion::physical_plan::metrics::{Metric, MetricValue};
+use qprof_core::catalog;
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
-use qprof_core::profile::NodeMetric;
+use qprof_core::profile::{NodeMetric, names};
 
 use crate::definitions::{self, ReadAs, SUPERSEDED};
 
@@ -274,7 +275,7 @@ const ROW_GROUPS_SKIPPED_LATER: [&str; 3] = [
 /// `processedStrides`, those statistics kept and nothing skipped later (DataFusion prunes
 /// in that order, each stage over what the previous kept). Totals already there are kept.
 pub(crate) fn add_stride_totals(metrics: &mut Vec<NodeMetric>) {
-    if metrics.iter().any(|m| m.name == "skippedStrides") {
+    if metrics.iter().any(|m| m.name == names::SKIPPED_STRIDES) {
         return;
     }
     let Some(kept_by_statistics) = metrics
@@ -317,16 +318,6 @@ pub(crate) fn add_stride_totals(metrics: &mut Vec<NodeMetric>) {
             value: kept.value.saturating_sub(later).max(0),
         });
     }
-    metrics.push(NodeMetric::summed(
-        "skippedStrides",
-        "number of row groups skipped",
-        MetricKind::Sum,
-        skipped,
-    ));
-    metrics.push(NodeMetric::summed(
-        "processedStrides",
-        "number of row groups read",
-        MetricKind::Sum,
-        processed,
-    ));
+    metrics.push(catalog::SKIPPED_STRIDES.summed("", skipped));
+    metrics.push(catalog::PROCESSED_STRIDES.summed("", processed));
 }

@@ -268,8 +268,12 @@ fn render_io(node: &ProfileNode, indent: &str, out: &mut String) {
         );
     }
     let pruning: Vec<String> = [
-        ("splits", "skippedSplits", "processedSplits"),
-        ("row groups", "skippedStrides", "processedStrides"),
+        ("splits", names::SKIPPED_SPLITS, "processedSplits"),
+        (
+            "row groups",
+            names::SKIPPED_STRIDES,
+            names::PROCESSED_STRIDES,
+        ),
     ]
     .iter()
     .filter_map(|(what, skipped, processed)| {

@@ -9,20 +9,13 @@ use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
 use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
-use qprof_core::metric::{MetricKind, TaskValue};
+use qprof_core::catalog::{self, MetricDef};
+use qprof_core::metric::TaskValue;
 use qprof_core::profile::{NodeMetric, names};
 
 use super::replaced_rows;
 use crate::exec::ProfiledExec;
 
-/// Number of dynamic filters an operator produced.
-pub(super) const PRODUCED: &str = names::DYNAMIC_FILTERS_PRODUCED;
-/// Updates of the filters an operator produced, after their creation.
-pub(super) const UPDATES: &str = names::DYNAMIC_FILTER_UPDATES;
-/// Number of dynamic filters an operator took in from others.
-pub(super) const ACCEPTED: &str = names::DYNAMIC_FILTERS_ACCEPTED;
-/// Rows a scan did not read because of the dynamic filters it accepted.
-pub(super) const REPLACED_ROWS: &str = names::REPLACED_WITH_DYNAMIC_FILTER_ROWS;
 /// Info key naming the operators whose dynamic filters an operator took in.
 pub(super) const PRODUCERS_INFO: &str = names::DYNAMIC_FILTER_PRODUCERS;
 
@@ -87,11 +80,9 @@ pub(super) fn metrics(
     producers: &Producers,
     runtime: Option<&RuntimeEnv>,
 ) -> (Vec<NodeMetric>, Option<(String, String)>) {
-    let driver = |name: &str, display: &str, value: u64| {
-        NodeMetric::summed(
-            name,
-            display,
-            MetricKind::Sum,
+    let driver = |def: &MetricDef, value: u64| {
+        def.summed(
+            "",
             vec![TaskValue {
                 task: None,
                 value: i64::try_from(value).unwrap_or(i64::MAX),
@@ -101,14 +92,9 @@ pub(super) fn metrics(
     let mut out = Vec::new();
     let own = produced(plan);
     if !own.is_empty() {
+        out.push(driver(&catalog::DYNAMIC_FILTERS_PRODUCED, own.len() as u64));
         out.push(driver(
-            PRODUCED,
-            "number of dynamic filters produced",
-            own.len() as u64,
-        ));
-        out.push(driver(
-            UPDATES,
-            "number of dynamic filter updates",
+            &catalog::DYNAMIC_FILTER_UPDATES,
             own.iter().map(|(_, updates)| updates).sum(),
         ));
     }
@@ -119,16 +105,11 @@ pub(super) fn metrics(
     let mut info = None;
     if !accepted.is_empty() {
         out.push(driver(
-            ACCEPTED,
-            "number of dynamic filters accepted",
+            &catalog::DYNAMIC_FILTERS_ACCEPTED,
             accepted.len() as u64,
         ));
         if let Some(rows) = runtime.and_then(|r| replaced_rows::rows_replaced(plan, r)) {
-            out.push(driver(
-                REPLACED_ROWS,
-                "number of replaced with dynamic filter rows",
-                rows,
-            ));
+            out.push(driver(&catalog::REPLACED_WITH_DYNAMIC_FILTER_ROWS, rows));
         }
         let names: Vec<String> = accepted
             .iter()

@@ -425,7 +425,7 @@ fn stage_profile(
                         MetricKind::Sum,
                         sum.memory_allocations,
                     ),
-                    m("numPolls", MetricKind::Sum, sum.polls),
+                    m(names::NUM_POLLS, MetricKind::Sum, sum.polls),
                 ],
                 attempt: 0,
                 executor: None,

@@ -2,9 +2,10 @@
 //! values task by task.
 
 use datafusion::physical_plan::ExecutionPlan;
+use qprof_core::catalog::{self, MetricDef};
 use qprof_core::counters::OperatorTaskSnapshot;
 use qprof_core::io::{CONCURRENCY_BUCKETS, IoSnapshot};
-use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
+use qprof_core::metric::{TaskRef, TaskValue};
 use qprof_core::periodic::{bucket_info_string, bucket_percentages};
 use qprof_core::profile::{NodeMetric, names};
 use qprof_core::spill::SpillSnapshot;
@@ -46,23 +47,24 @@ pub fn operator_metrics(
     let mut metrics = base_metrics(reading, &label, task_of);
     metrics.extend(io_metrics(
         reading,
+        &label,
         task_of,
         name == "DataSinkExec",
         &mut info,
     ));
-    metrics.extend(spill_metrics(reading, task_of));
+    metrics.extend(spill_metrics(reading, &label, task_of));
     if let Some(shape) = join_shape(inner) {
         metrics.extend(joins::phase_metrics(&shape, &reading.phases, task_of));
     }
     metrics.extend(native);
-    add_listing_pruning(&mut metrics, reading.files_pruned_at_listing);
+    add_listing_pruning(&mut metrics, &label, reading.files_pruned_at_listing);
     add_stride_totals(&mut metrics);
     OperatorMetrics { metrics, info }
 }
 
 /// Adds the files planning pruned by partition values to the scan's skipped splits, as a
 /// value of no task (Spark's driver-side value).
-fn add_listing_pruning(metrics: &mut Vec<NodeMetric>, pruned: u64) {
+fn add_listing_pruning(metrics: &mut Vec<NodeMetric>, label: &str, pruned: u64) {
     if pruned == 0 {
         return;
     }
@@ -75,29 +77,24 @@ fn add_listing_pruning(metrics: &mut Vec<NodeMetric>, pruned: u64) {
             skipped.value = skipped.value.saturating_add(value.value);
             skipped.tasks.push(value);
         }
-        None => metrics.push(NodeMetric::summed(
-            names::SKIPPED_SPLITS,
-            "number of skipped splits",
-            MetricKind::Sum,
-            vec![value],
-        )),
+        None => metrics.push(catalog::SKIPPED_SPLITS.summed(label, vec![value])),
     }
 }
 
-/// A metric summed over the tasks' snapshots of some counters: name, display name, kind,
-/// reading.
-type SnapshotMetric<S> = (&'static str, &'static str, MetricKind, fn(&S) -> u64);
+/// A metric summed over the tasks' snapshots of some counters, and how to read it from one.
+type SnapshotMetric<S> = (&'static MetricDef, fn(&S) -> u64);
 
-/// The metrics of `table`, each summed over the tasks' `snapshots` (by partition; `None`:
-/// spawned work).
+/// The metrics of `table` for an operator labelled `label`, each summed over the tasks'
+/// `snapshots` (by partition; `None`: spawned work).
 fn summed_over_tasks<S>(
     table: &[SnapshotMetric<S>],
+    label: &str,
     snapshots: &[(Option<usize>, S)],
     task_of: TaskOf<'_>,
 ) -> Vec<NodeMetric> {
     table
         .iter()
-        .map(|(name, display, kind, read)| {
+        .map(|(def, read)| {
             let values = snapshots
                 .iter()
                 .map(|(p, s)| TaskValue {
@@ -105,28 +102,28 @@ fn summed_over_tasks<S>(
                     value: clamp(read(s)),
                 })
                 .collect();
-            NodeMetric::summed(*name, *display, *kind, values)
+            def.summed(label, values)
         })
         .collect()
 }
 
 #[rustfmt::skip]
 const SPILL_METRICS: &[SnapshotMetric<SpillSnapshot>] = &[
-    (names::SPILL_FILES_CREATED, "number of spill files created", MetricKind::Sum, |s| s.files),
-    (names::SPILL_WRITTEN_BYTES, "bytes written to spill files", MetricKind::Size, |s| s.written_bytes),
-    (names::SPILL_WRITTEN_ROWS, "rows written to spill files", MetricKind::Sum, |s| s.written_rows),
-    (names::SPILLED_PARTITIONS, "total spilled partitions", MetricKind::Sum, |s| u64::from(s.files > 0)),
-    (names::SPILL_WRITE_NANOS, "time of writing spill files", MetricKind::NsTiming, |s| s.write_nanos),
-    (names::SPILL_READ_BYTES, "bytes read back from spill files", MetricKind::Size, |s| s.read_bytes),
-    (names::SPILL_READ_NANOS, "time of reading spill files", MetricKind::NsTiming, |s| s.read_nanos),
+    (&catalog::SPILL_FILES_CREATED, |s| s.files),
+    (&catalog::SPILL_WRITTEN_BYTES, |s| s.written_bytes),
+    (&catalog::SPILL_WRITTEN_ROWS, |s| s.written_rows),
+    (&catalog::SPILLED_PARTITIONS, |s| u64::from(s.files > 0)),
+    (&catalog::SPILL_WRITE_NANOS, |s| s.write_nanos),
+    (&catalog::SPILL_READ_BYTES, |s| s.read_bytes),
+    (&catalog::SPILL_READ_NANOS, |s| s.read_nanos),
 ];
 
 /// The spill metrics of an operator whose tasks spilled, counted at the files.
-fn spill_metrics(reading: &OperatorReading, task_of: TaskOf<'_>) -> Vec<NodeMetric> {
+fn spill_metrics(reading: &OperatorReading, label: &str, task_of: TaskOf<'_>) -> Vec<NodeMetric> {
     if reading.spill.is_empty() {
         return Vec::new();
     }
-    summed_over_tasks(SPILL_METRICS, &reading.spill, task_of)
+    summed_over_tasks(SPILL_METRICS, label, &reading.spill, task_of)
 }
 
 /// The base metrics every wrapped operator has, one value per task.
@@ -139,7 +136,7 @@ fn base_metrics(reading: &OperatorReading, label: &str, task_of: TaskOf<'_>) -> 
         .map(|(p, s)| (task_of(*p), s))
         .chain(reading.spawned.iter().map(|s| (None, s)))
         .collect();
-    let series = |name: &str, kind: MetricKind, read: fn(&OperatorTaskSnapshot) -> u64| {
+    let series = |def: &MetricDef, read: fn(&OperatorTaskSnapshot) -> u64| {
         let values = snapshots
             .iter()
             .map(|(task, s)| TaskValue {
@@ -147,16 +144,9 @@ fn base_metrics(reading: &OperatorReading, label: &str, task_of: TaskOf<'_>) -> 
                 value: clamp(read(s)),
             })
             .collect();
-        NodeMetric::summed(
-            name,
-            definitions::base_display_name(name, label),
-            kind,
-            values,
-        )
+        def.summed(label, values)
     };
-    let mut peak = series(names::PEAK_MEMORY_BYTES, MetricKind::Size, |s| {
-        s.peak_memory_bytes
-    });
+    let mut peak = series(&catalog::PEAK_MEMORY_BYTES, |s| s.peak_memory_bytes);
     // the operator's true peak, not the sum of its tasks' peaks (nor, where it is not
     // known, more than the largest task's)
     peak.value = match reading.peak {
@@ -164,23 +154,17 @@ fn base_metrics(reading: &OperatorReading, label: &str, task_of: TaskOf<'_>) -> 
         None => peak.tasks.iter().map(|v| v.value).max().unwrap_or(0),
     };
     vec![
-        series(names::WALL_NANOS, MetricKind::NsTiming, |s| s.wall_nanos),
-        series(names::SELF_WALL_NANOS, MetricKind::NsTiming, |s| {
-            s.self_wall_nanos
-        }),
-        series(names::CPU_NANOS, MetricKind::NsTiming, |s| s.cpu_nanos),
-        series(names::SELF_CPU_NANOS, MetricKind::NsTiming, |s| {
-            s.self_cpu_nanos
-        }),
-        series(names::CPU_COUNT, MetricKind::Sum, |s| s.output_vectors),
-        series(names::OUTPUT_ROWS, MetricKind::Sum, |s| s.output_rows),
-        series(names::OUTPUT_VECTORS, MetricKind::Sum, |s| s.output_vectors),
-        series(names::OUTPUT_BYTES, MetricKind::Size, |s| s.output_bytes),
+        series(&catalog::WALL_NANOS, |s| s.wall_nanos),
+        series(&catalog::SELF_WALL_NANOS, |s| s.self_wall_nanos),
+        series(&catalog::CPU_NANOS, |s| s.cpu_nanos),
+        series(&catalog::SELF_CPU_NANOS, |s| s.self_cpu_nanos),
+        series(&catalog::CPU_COUNT, |s| s.output_vectors),
+        series(&catalog::OUTPUT_ROWS, |s| s.output_rows),
+        series(&catalog::OUTPUT_VECTORS, |s| s.output_vectors),
+        series(&catalog::OUTPUT_BYTES, |s| s.output_bytes),
         peak,
-        series(names::NUM_MEMORY_ALLOCATIONS, MetricKind::Sum, |s| {
-            s.memory_allocations
-        }),
-        series("numPolls", MetricKind::Sum, |s| s.polls),
+        series(&catalog::NUM_MEMORY_ALLOCATIONS, |s| s.memory_allocations),
+        series(&catalog::NUM_POLLS, |s| s.polls),
     ]
 }
 
@@ -189,23 +173,23 @@ type IoMetric = SnapshotMetric<IoSnapshot>;
 
 #[rustfmt::skip]
 const READ_METRICS: &[IoMetric] = &[
-    (names::READ_REQUESTS, "number of read requests", MetricKind::Sum, |s| s.read_requests),
-    (names::READ_BYTES, "bytes read", MetricKind::Size, |s| s.read_bytes),
-    (names::STORAGE_READ_BYTES, "bytes read from storage", MetricKind::Size, |s| s.storage_read_bytes),
-    (names::LOCAL_READ_BYTES, "bytes read from local disk cache", MetricKind::Size, |s| s.local_read_bytes),
-    (names::RAM_READ_BYTES, "bytes read from memory cache", MetricKind::Size, |s| s.ram_read_bytes),
-    (names::DATA_SOURCE_READ_NANOS, "time of reading from data source", MetricKind::NsTiming, |s| s.read_nanos),
-    (names::IO_WAIT_NANOS, "time of I/O wait", MetricKind::NsTiming, |s| s.io_wait_nanos),
-    (names::METADATA_REQUESTS, "number of metadata requests", MetricKind::Sum, |s| s.metadata_requests),
-    (names::READ_BYTES_PER_SECOND, "read throughput per second", MetricKind::Size, |s| s.read_bytes_per_second.round() as u64),
+    (&catalog::READ_REQUESTS, |s| s.read_requests),
+    (&catalog::READ_BYTES, |s| s.read_bytes),
+    (&catalog::STORAGE_READ_BYTES, |s| s.storage_read_bytes),
+    (&catalog::LOCAL_READ_BYTES, |s| s.local_read_bytes),
+    (&catalog::RAM_READ_BYTES, |s| s.ram_read_bytes),
+    (&catalog::DATA_SOURCE_READ_NANOS, |s| s.read_nanos),
+    (&catalog::IO_WAIT_NANOS, |s| s.io_wait_nanos),
+    (&catalog::METADATA_REQUESTS, |s| s.metadata_requests),
+    (&catalog::READ_BYTES_PER_SECOND, |s| s.read_bytes_per_second.round() as u64),
 ];
 
 #[rustfmt::skip]
 const WRITE_METRICS: &[IoMetric] = &[
-    (names::WRITE_REQUESTS, "number of write requests", MetricKind::Sum, |s| s.write_requests),
-    (names::PHYSICAL_WRITTEN_BYTES, "number of written bytes", MetricKind::Size, |s| s.written_bytes),
-    (names::WRITTEN_FILES, "number of written files", MetricKind::Sum, |s| s.written_files),
-    (names::WRITE_IO_NANOS, "time of write I/O", MetricKind::NsTiming, |s| s.write_nanos),
+    (&catalog::WRITE_REQUESTS, |s| s.write_requests),
+    (&catalog::PHYSICAL_WRITTEN_BYTES, |s| s.written_bytes),
+    (&catalog::WRITTEN_FILES, |s| s.written_files),
+    (&catalog::WRITE_IO_NANOS, |s| s.write_nanos),
 ];
 
 /// The I/O metrics of an operator whose tasks touched storage: the read group unless it
@@ -213,6 +197,7 @@ const WRITE_METRICS: &[IoMetric] = &[
 /// all its tasks together goes to `info` as Impala's string.
 fn io_metrics(
     reading: &OperatorReading,
+    label: &str,
     task_of: TaskOf<'_>,
     is_sink: bool,
     info: &mut Vec<(String, String)>,
@@ -230,7 +215,7 @@ fn io_metrics(
             })
             .collect()
     };
-    let summed = |table| summed_over_tasks(table, &reading.io, task_of);
+    let summed = |table| summed_over_tasks(table, label, &reading.io, task_of);
     let total = |read: fn(&IoSnapshot) -> u64| {
         reading
             .io
@@ -251,10 +236,11 @@ fn io_metrics(
             .iter()
             .map(|(_, s)| s.average_read_concurrency * s.concurrency_samples as f64)
             .sum();
+        let average = &catalog::AVERAGE_READ_CONCURRENCY;
         metrics.push(NodeMetric {
-            name: names::AVERAGE_READ_CONCURRENCY.to_string(),
-            display_name: "average read concurrency".to_string(),
-            kind: MetricKind::Average,
+            name: average.name.to_string(),
+            display_name: average.display_for(label),
+            kind: average.kind,
             value: if samples == 0 {
                 0
             } else {
@@ -269,16 +255,15 @@ fn io_metrics(
             }
         }
         let overall = bucket_percentages(&counts);
-        for (i, share) in overall.iter().enumerate() {
-            let plus = if i + 1 == CONCURRENCY_BUCKETS {
-                "+"
-            } else {
-                ""
-            };
+        for ((i, share), def) in overall
+            .iter()
+            .enumerate()
+            .zip(&catalog::READ_CONCURRENCY_BUCKETS)
+        {
             metrics.push(NodeMetric {
-                name: format!("{}{i}Percent", names::READ_CONCURRENCY_BUCKET),
-                display_name: format!("time at read concurrency {i}{plus} (%)"),
-                kind: MetricKind::Average,
+                name: def.name.to_string(),
+                display_name: def.display_for(label),
+                kind: def.kind,
                 value: tenths(*share),
                 tasks: series(&|s| {
                     tenths(

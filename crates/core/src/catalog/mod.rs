@@ -1,0 +1,256 @@
+//! The metric catalog: each metric qprof measures itself, declared once, with its name,
+//! Spark display name, kind, unit, the operators that have it, how its tasks' values
+//! make the operator's value, and what it measures.
+//!
+//! Whatever names, labels, ships or documents one of these metrics reads it here: the
+//! profile's collection in one process and on a cluster, the text profile, the advisor,
+//! the event log's SQL metrics and the metrics reference ([`reference::markdown`]).
+//! DataFusion's own metrics keep DataFusion's meaning; qprof's names for them are
+//! declared beside the operators that have them (`qprof-datafusion`'s definitions).
+
+mod entries;
+pub mod reference;
+
+pub use entries::*;
+
+use crate::metric::{MetricKind, TaskValue};
+use crate::profile::NodeMetric;
+
+/// The unit of a metric's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// Nanoseconds.
+    Nanoseconds,
+    /// Bytes.
+    Bytes,
+    /// Bytes per second.
+    BytesPerSecond,
+    /// Rows.
+    Rows,
+    /// Arrow record batches.
+    Batches,
+    /// A number of things: polls, requests, files, blocks, filters.
+    Count,
+    /// Tenths, as Spark stores an average (a percentage, a mean concurrency).
+    Tenths,
+}
+
+impl Unit {
+    /// The unit as the reference names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unit::Nanoseconds => "ns",
+            Unit::Bytes => "bytes",
+            Unit::BytesPerSecond => "bytes/s",
+            Unit::Rows => "rows",
+            Unit::Batches => "batches",
+            Unit::Count => "count",
+            Unit::Tenths => "tenths",
+        }
+    }
+}
+
+/// How an operator's value of a metric is made from its tasks' values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aggregation {
+    /// The sum over its tasks.
+    Sum,
+    /// The peak of the sum: the most its tasks held at once, measured as such (never the
+    /// sum of their peaks); where that is not known, the largest task's.
+    PeakOfSum,
+    /// The average over its tasks, each weighted by the time it was measured over.
+    TimeAverage,
+}
+
+impl Aggregation {
+    /// The aggregation as the reference names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Aggregation::Sum => "sum",
+            Aggregation::PeakOfSum => "peak of sum",
+            Aggregation::TimeAverage => "time average",
+        }
+    }
+}
+
+/// The operators a group of metrics applies to: a section of the reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Family {
+    /// Every operator qprof wraps.
+    Every,
+    /// File scans: their reads of storage.
+    Scan,
+    /// File sinks: their writes to storage.
+    Sink,
+    /// Operators that spill (sorts, aggregates, joins, repartitions).
+    Spilling,
+    /// Operators that produce or accept dynamic filters.
+    DynamicFilters,
+    /// Ballista's shuffle readers, on a cluster.
+    ShuffleReader,
+    /// Ballista's shuffle writers, on a cluster.
+    ShuffleWriter,
+}
+
+impl Family {
+    /// Every family, in the reference's order.
+    pub const ALL: [Family; 7] = [
+        Family::Every,
+        Family::Scan,
+        Family::Sink,
+        Family::Spilling,
+        Family::DynamicFilters,
+        Family::ShuffleReader,
+        Family::ShuffleWriter,
+    ];
+
+    /// The family's section title.
+    pub fn title(self) -> &'static str {
+        match self {
+            Family::Every => "Every operator",
+            Family::Scan => "File scans: reads",
+            Family::Sink => "File sinks: writes",
+            Family::Spilling => "Operators that spill",
+            Family::DynamicFilters => "Dynamic filters",
+            Family::ShuffleReader => "Shuffle readers (Ballista)",
+            Family::ShuffleWriter => "Shuffle writers (Ballista)",
+        }
+    }
+
+    /// What the family's operators are, and when they have these metrics.
+    pub fn about(self) -> &'static str {
+        match self {
+            Family::Every => {
+                "Every operator of a profiled plan has these, per task (one per output \
+                 partition, plus one without a task for work the operator spawned)."
+            }
+            Family::Scan => {
+                "A file scan reading through qprof's instrumented object store has these, \
+                 counted at the store: each request, the bytes it delivered and from which \
+                 tier, and the time the scan's polls waited on reads in flight."
+            }
+            Family::Sink => "A file sink writing through qprof's instrumented object store.",
+            Family::Spilling => {
+                "An operator whose tasks wrote spill files has these, counted at the \
+                 files (DataFusion's own spill metrics stay beside them)."
+            }
+            Family::DynamicFilters => {
+                "An operator that produced dynamic filters (a hash join, a TopK sort, an \
+                 aggregate) or a scan that accepted some; counted once, without a task."
+            }
+            Family::ShuffleReader => {
+                "A Ballista shuffle reader, per reader task, counted as Spark counts a \
+                 shuffle read: local blocks are files in the reading executor's own work \
+                 directory. A broadcast reader reads no shuffle."
+            }
+            Family::ShuffleWriter => {
+                "A Ballista shuffle writer, besides the metrics every operator has (which \
+                 the executor measures for it: Ballista drives it outside qprof's wrappers)."
+            }
+        }
+    }
+}
+
+/// One metric qprof measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricDef {
+    /// Its name in profiles and logs, camel case: `selfCpuNanos`.
+    pub name: &'static str,
+    /// Its display name as Spark shows it; `{op}` stands for the operator's label
+    /// (`self cpu time of hash join`).
+    pub display: &'static str,
+    /// Its Spark kind.
+    pub kind: MetricKind,
+    /// The unit of its values.
+    pub unit: Unit,
+    /// The operators that have it.
+    pub family: Family,
+    /// How the operator's value is made from its tasks'.
+    pub aggregation: Aggregation,
+    /// What it measures, in one sentence.
+    pub description: &'static str,
+}
+
+impl MetricDef {
+    /// The display name for an operator labelled `op`.
+    pub fn display_for(&self, op: &str) -> String {
+        self.display.replace("{op}", op)
+    }
+
+    /// The metric of an operator labelled `op` with these task values, their sum as its
+    /// value (a peak's or an average's value is set by the caller, which knows it).
+    pub fn summed(&self, op: &str, tasks: Vec<TaskValue>) -> NodeMetric {
+        NodeMetric::summed(self.name, self.display_for(op), self.kind, tasks)
+    }
+}
+
+/// The metric named `name`, if the catalog has it.
+pub fn find(name: &str) -> Option<&'static MetricDef> {
+    ALL.iter().copied().find(|d| d.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn names_are_unique_and_camel_case() {
+        let mut seen = HashSet::new();
+        for def in ALL {
+            assert!(seen.insert(def.name), "{} declared twice", def.name);
+            assert!(
+                def.name
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_lowercase())
+                    && def.name.chars().all(|c| c.is_ascii_alphanumeric()),
+                "{} is not camel case",
+                def.name
+            );
+        }
+    }
+
+    #[test]
+    fn kinds_units_and_names_agree() {
+        for def in ALL {
+            let expected = match def.unit {
+                Unit::Nanoseconds => MetricKind::NsTiming,
+                Unit::Bytes | Unit::BytesPerSecond => MetricKind::Size,
+                Unit::Tenths => MetricKind::Average,
+                Unit::Rows | Unit::Batches | Unit::Count => MetricKind::Sum,
+            };
+            assert_eq!(def.kind, expected, "{}", def.name);
+            if def.unit == Unit::Nanoseconds {
+                assert!(def.name.ends_with("Nanos"), "{}", def.name);
+            }
+            assert!(
+                def.description.ends_with('.') && !def.description.contains('\n'),
+                "{}: one sentence",
+                def.name
+            );
+            assert!(!def.display.is_empty(), "{}", def.name);
+        }
+    }
+
+    #[test]
+    fn every_family_has_metrics() {
+        for family in Family::ALL {
+            assert!(ALL.iter().any(|d| d.family == family), "{family:?}");
+        }
+    }
+
+    #[test]
+    fn a_display_name_takes_the_operators_label() {
+        assert_eq!(
+            SELF_CPU_NANOS.display_for("hash join"),
+            "self cpu time of hash join"
+        );
+        assert_eq!(
+            OUTPUT_ROWS.display_for("hash join"),
+            "number of output rows"
+        );
+        assert_eq!(find("selfCpuNanos"), Some(&SELF_CPU_NANOS));
+        assert_eq!(find("noSuchMetric"), None);
+    }
+}
