@@ -2,8 +2,9 @@
 # Installs what the test suite needs besides Rust: Debian's Chromium (web UI tests), Java 17
 # and a Python virtualenv with spark-history-cli 1.5.0 and pyspark 4.3.0 (client and Spark
 # history server compatibility tests), moto's S3 server 5.1.22 (tables on s3://) and
-# prometheus_client 0.21.1 (its parser checks /metrics), and DuckDB 2.0.1 (reference answers
-# to TPC-H from an engine independent of DataFusion).
+# prometheus_client 0.21.1 (its parser checks /metrics), DuckDB 2.0.1 (reference answers
+# to TPC-H from an engine independent of DataFusion), and mdBook 0.5.4 from crates.io into
+# target/test-tools (the user guide in docs/ is built and opened in the tests).
 # Idempotent: does nothing when all are present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,4 +46,10 @@ fi
 if [ ! -x "$VENV/bin/moto_server" ]; then
     echo "== installing moto[server] 5.1.22 into $VENV (an S3-compatible server for tests)"
     "$VENV/bin/pip" install --quiet --disable-pip-version-check "moto[server]==5.1.22"
+fi
+
+TOOLS="${QPROF_TEST_TOOLS:-target/test-tools}"
+if [ ! -x "$TOOLS/bin/mdbook" ]; then
+    echo "== installing mdbook 0.5.4 into $TOOLS (builds the user guide)"
+    cargo install --quiet --locked mdbook --version 0.5.4 --root "$TOOLS"
 fi
