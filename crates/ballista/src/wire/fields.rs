@@ -1,114 +1,134 @@
-//! The fixed layouts of the counters a reading packs: which number is which field.
+//! The layouts of the records a reading packs: for each kind of snapshot, one table of its
+//! numbers in wire order, each with how to read it and how to write it back. Packing and
+//! unpacking both walk the same table, so they cannot disagree; a new counter is one line
+//! here (and a new pack version, `PACK_PREFIX`, as the record grows).
 
 use qprof_core::counters::OperatorTaskSnapshot;
 use qprof_core::io::IoSnapshot;
 use qprof_core::phases::PhaseSnapshot;
 use qprof_core::spill::SpillSnapshot;
 
-pub(super) fn counter_fields(s: &OperatorTaskSnapshot) -> [u64; 12] {
-    [
-        s.wall_nanos,
-        s.self_wall_nanos,
-        s.cpu_nanos,
-        s.self_cpu_nanos,
-        s.polls,
-        s.output_vectors,
-        s.output_rows,
-        s.output_bytes,
-        s.peak_memory_bytes,
-        s.memory_allocations,
-        s.started_epoch_millis,
-        s.finished_epoch_millis,
-    ]
+use super::TaskFigures;
+
+/// One number of a record: how to read it from its snapshot and how to set it.
+pub(super) struct Field<T> {
+    pub(super) get: fn(&T) -> u64,
+    pub(super) set: fn(&mut T, u64),
 }
 
-pub(super) fn counters(f: [u64; 12]) -> OperatorTaskSnapshot {
-    OperatorTaskSnapshot {
-        wall_nanos: f[0],
-        self_wall_nanos: f[1],
-        cpu_nanos: f[2],
-        self_cpu_nanos: f[3],
-        polls: f[4],
-        output_vectors: f[5],
-        output_rows: f[6],
-        output_bytes: f[7],
-        peak_memory_bytes: f[8],
-        memory_allocations: f[9],
-        started_epoch_millis: f[10],
-        finished_epoch_millis: f[11],
+/// The numbers of a `T` in wire order.
+pub(super) type Layout<T> = &'static [Field<T>];
+
+/// A field per `u64` member (dotted paths reach into nested members), then any fields
+/// written out (after a `;`).
+macro_rules! layout {
+    ($t:ty: $($($member:ident).+),+ $(; $($extra:expr),+)? $(,)?) => {
+        &[$(Field::<$t> {
+            get: |s| s.$($member).+,
+            set: |s, v| s.$($member).+ = v,
+        }),+ $(, $($extra),+)?]
+    };
+}
+
+/// The values of `s` in `layout`'s order.
+pub(super) fn values<T>(layout: Layout<T>, s: &T) -> impl Iterator<Item = u64> + '_ {
+    layout.iter().map(move |f| (f.get)(s))
+}
+
+/// A `T` from `numbers` in `layout`'s order, each member the layout does not name at its
+/// default; `None` if a number is missing.
+pub(super) fn from_values<T: Default>(
+    layout: Layout<T>,
+    mut numbers: impl FnMut() -> Option<u64>,
+) -> Option<T> {
+    let mut s = T::default();
+    for f in layout {
+        (f.set)(&mut s, numbers()?);
     }
+    Some(s)
 }
 
-pub(super) fn spill_fields(s: &SpillSnapshot) -> [u64; 6] {
-    [
-        s.files,
-        s.written_bytes,
-        s.written_rows,
-        s.write_nanos,
-        s.read_bytes,
-        s.read_nanos,
-    ]
-}
+/// An operator task's counters.
+pub(super) const COUNTERS: Layout<OperatorTaskSnapshot> = layout!(OperatorTaskSnapshot:
+    wall_nanos,
+    self_wall_nanos,
+    cpu_nanos,
+    self_cpu_nanos,
+    polls,
+    output_vectors,
+    output_rows,
+    output_bytes,
+    peak_memory_bytes,
+    memory_allocations,
+    started_epoch_millis,
+    finished_epoch_millis,
+);
 
-pub(super) fn spill(f: &[u64]) -> SpillSnapshot {
-    SpillSnapshot {
-        files: f[0],
-        written_bytes: f[1],
-        written_rows: f[2],
-        write_nanos: f[3],
-        read_bytes: f[4],
-        read_nanos: f[5],
-    }
-}
+/// An operator task's spill files.
+pub(super) const SPILL: Layout<SpillSnapshot> = layout!(SpillSnapshot:
+    files,
+    written_bytes,
+    written_rows,
+    write_nanos,
+    read_bytes,
+    read_nanos,
+);
 
-pub(super) fn phase_fields(p: &PhaseSnapshot) -> [u64; 12] {
-    let s = spill_fields(&p.spill);
-    [
-        p.self_wall_nanos,
-        p.self_cpu_nanos,
-        p.input_rows,
-        p.input_batches,
-        p.output_rows,
-        p.peak_memory_bytes,
-        s[0],
-        s[1],
-        s[2],
-        s[3],
-        s[4],
-        s[5],
-    ]
-}
+/// One phase of a join task.
+pub(super) const PHASE: Layout<PhaseSnapshot> = layout!(PhaseSnapshot:
+    self_wall_nanos,
+    self_cpu_nanos,
+    input_rows,
+    input_batches,
+    output_rows,
+    peak_memory_bytes,
+    spill.files,
+    spill.written_bytes,
+    spill.written_rows,
+    spill.write_nanos,
+    spill.read_bytes,
+    spill.read_nanos,
+);
 
-pub(super) fn phase(f: &[u64]) -> PhaseSnapshot {
-    PhaseSnapshot {
-        self_wall_nanos: f[0],
-        self_cpu_nanos: f[1],
-        input_rows: f[2],
-        input_batches: f[3],
-        output_rows: f[4],
-        peak_memory_bytes: f[5],
-        spill: spill(&f[6..12]),
-    }
-}
+/// The fixed part of an operator task's I/O: its counters, and the read concurrency's
+/// average (as the bits of an `f64`) and sample count. Its buckets and read rate follow
+/// on the wire.
+pub(super) const IO: Layout<IoSnapshot> = layout!(IoSnapshot:
+    read_requests,
+    read_bytes,
+    read_nanos,
+    storage_read_bytes,
+    local_read_bytes,
+    ram_read_bytes,
+    write_requests,
+    written_bytes,
+    write_nanos,
+    written_files,
+    metadata_requests,
+    io_wait_nanos;
+    Field {
+        get: |s| s.average_read_concurrency.to_bits(),
+        set: |s, v| s.average_read_concurrency = f64::from_bits(v),
+    },
+    Field {
+        get: |s| s.concurrency_samples,
+        set: |s, v| s.concurrency_samples = v,
+    },
+);
 
-pub(super) fn io_fields(s: &IoSnapshot) -> [u64; 14] {
-    [
-        s.read_requests,
-        s.read_bytes,
-        s.read_nanos,
-        s.storage_read_bytes,
-        s.local_read_bytes,
-        s.ram_read_bytes,
-        s.write_requests,
-        s.written_bytes,
-        s.write_nanos,
-        s.written_files,
-        s.metadata_requests,
-        s.io_wait_nanos,
-        s.average_read_concurrency.to_bits(),
-        s.concurrency_samples,
-    ]
-}
+/// A task's own figures: its span, time and memory.
+pub(super) const TASK: Layout<TaskFigures> = layout!(TaskFigures:
+    start_epoch_millis,
+    finish_epoch_millis,
+    wall_nanos,
+    cpu_nanos,
+    memory.execution_bytes,
+    memory.heap_bytes,
+    memory.storage_bytes,
+    memory.file_mapped_bytes,
+    memory.rss_bytes,
+    memory.virtual_bytes,
+);
 
 /// The most concurrency buckets a packed I/O record may claim (a damaged count must not
 /// make the reader allocate without bound).

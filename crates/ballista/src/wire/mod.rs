@@ -15,10 +15,10 @@
 //!
 //! - the operator's reading, unnamed: the scheduler names it as a local profile does
 //!   ([`qprof_datafusion::operator_metrics`]), so an executor formats no name at all:
-//!   - `o` a task's counters (twelve numbers; in the group of no partition, spawned work),
-//!   - `i` its I/O (twelve counts, the read concurrency's average as the bits of an `f64`,
+//!   - `o` a task's counters (in the group of no partition, spawned work),
+//!   - `i` its I/O (its counters, the read concurrency's average as the bits of an `f64`,
 //!     its sample count, the number of buckets and each bucket, the read rate's bits),
-//!   - `s` its spilling (six numbers), `j` a join's two phases (twelve numbers each),
+//!   - `s` its spilling, `j` a join's two phases,
 //!   - `l` the files planning pruned and `k` the operator's memory peak over all the
 //!     task's partitions at once (both of no partition); a failed task's reasons are not
 //!     packed: Ballista keeps a failed task's metrics from the scheduler, and its status
@@ -26,9 +26,12 @@
 //! - `m` a named metric: kind, name, display name, value (the shuffle writer's, and a
 //!   dynamic filter's, which only the executor can name);
 //! - `t` the task's own figures (its span, time and memory), on the first set (the
-//!   stage's shuffle writer), partition 0 of the task: ten numbers;
+//!   stage's shuffle writer), partition 0 of the task;
 //! - `f` what a function call of the operator measured in the task, partition 0 of the
 //!   task: function, call text, eight numbers.
+//!
+//! The numbers of `o`, `i`, `s`, `j` and `t` records are those of their layouts in
+//! `fields.rs`, in order: one table each, which packing and unpacking both read.
 //!
 //! DataFusion's own metrics are not packed: Ballista ships them in the same sets, by
 //! partition, and the scheduler names them. Version 2 shipped qprof's metrics named, as
@@ -55,9 +58,7 @@ use qprof_datafusion::OperatorReading;
 
 mod fields;
 
-use fields::{
-    MAX_BUCKETS, counter_fields, counters, io_fields, phase, phase_fields, spill, spill_fields,
-};
+use fields::{COUNTERS, IO, Layout, MAX_BUCKETS, PHASE, SPILL, TASK, from_values, values};
 
 /// The prefix of every metric name qprof puts on the wire.
 pub const PREFIX: &str = "qprof";
@@ -119,42 +120,6 @@ pub struct TaskFigures {
     /// The executor's memory peaks while the task ran; execution memory is the task's own
     /// reservation peak.
     pub memory: MemorySample,
-}
-
-impl TaskFigures {
-    fn fields(&self) -> [u64; 10] {
-        let m = &self.memory;
-        [
-            self.start_epoch_millis,
-            self.finish_epoch_millis,
-            self.wall_nanos,
-            self.cpu_nanos,
-            m.execution_bytes,
-            m.heap_bytes,
-            m.storage_bytes,
-            m.file_mapped_bytes,
-            m.rss_bytes,
-            m.virtual_bytes,
-        ]
-    }
-
-    fn from_fields(f: [u64; 10]) -> TaskFigures {
-        TaskFigures {
-            start_epoch_millis: f[0],
-            finish_epoch_millis: f[1],
-            wall_nanos: f[2],
-            cpu_nanos: f[3],
-            memory: MemorySample {
-                epoch_millis: 0,
-                execution_bytes: f[4],
-                heap_bytes: f[5],
-                storage_bytes: f[6],
-                file_mapped_bytes: f[7],
-                rss_bytes: f[8],
-                virtual_bytes: f[9],
-            },
-        }
-    }
 }
 
 fn function_fields(f: &FunctionProfile) -> [u64; 8] {
@@ -235,17 +200,17 @@ impl Packer {
         for (partition, s) in &reading.tasks {
             let out = self.group(Some(*partition));
             out.push('o');
-            numbers(out, &counter_fields(s));
+            record(out, COUNTERS, s);
         }
         for s in &reading.spawned {
             let out = self.group(None);
             out.push('o');
-            numbers(out, &counter_fields(s));
+            record(out, COUNTERS, s);
         }
         for (partition, s) in &reading.io {
             let out = self.group(*partition);
             out.push('i');
-            numbers(out, &io_fields(s));
+            record(out, IO, s);
             number(out, s.concurrency_buckets.len() as u64);
             numbers(out, &s.concurrency_buckets);
             number(out, s.read_bytes_per_second.to_bits());
@@ -253,13 +218,13 @@ impl Packer {
         for (partition, s) in &reading.spill {
             let out = self.group(*partition);
             out.push('s');
-            numbers(out, &spill_fields(s));
+            record(out, SPILL, s);
         }
         for (partition, [build, probe]) in &reading.phases {
             let out = self.group(*partition);
             out.push('j');
-            numbers(out, &phase_fields(build));
-            numbers(out, &phase_fields(probe));
+            record(out, PHASE, build);
+            record(out, PHASE, probe);
         }
         if reading.files_pruned_at_listing > 0 {
             let out = self.group(None);
@@ -290,9 +255,7 @@ impl Packer {
     pub fn task(&mut self, figures: &TaskFigures) {
         let out = self.group(Some(0));
         out.push('t');
-        for value in figures.fields() {
-            number(out, value);
-        }
+        record(out, TASK, figures);
     }
 
     /// The packed metrics, one per partition, each counting its records.
@@ -331,6 +294,13 @@ fn numbers(out: &mut String, values: &[u64]) {
     }
 }
 
+/// `s`'s numbers in `layout`'s order.
+fn record<T>(out: &mut String, layout: Layout<T>, s: &T) {
+    for value in values(layout, s) {
+        number(out, value);
+    }
+}
+
 /// Reads a packed metric's records, in order.
 struct Unpacker<'a> {
     rest: &'a str,
@@ -349,7 +319,7 @@ enum Record<'a> {
         expression: &'a str,
         fields: [u64; 8],
     },
-    Task([u64; 10]),
+    Task(TaskFigures),
     Counters(OperatorTaskSnapshot),
     Io(IoSnapshot),
     Spill(SpillSnapshot),
@@ -381,8 +351,13 @@ impl<'a> Unpacker<'a> {
         Some(out)
     }
 
+    /// A record of `layout`'s numbers.
+    fn record<T: Default>(&mut self, layout: Layout<T>) -> Option<T> {
+        from_values(layout, || self.number())
+    }
+
     fn io(&mut self) -> Option<IoSnapshot> {
-        let f: [u64; 14] = self.numbers()?;
+        let fixed = self.record(IO)?;
         let buckets = self.number()?;
         if buckets > MAX_BUCKETS {
             return None;
@@ -392,23 +367,10 @@ impl<'a> Unpacker<'a> {
             .collect::<Option<Vec<u64>>>()?;
         let read_bytes_per_second = f64::from_bits(self.number()?);
         Some(IoSnapshot {
-            read_requests: f[0],
-            read_bytes: f[1],
-            read_nanos: f[2],
-            storage_read_bytes: f[3],
-            local_read_bytes: f[4],
-            ram_read_bytes: f[5],
-            write_requests: f[6],
-            written_bytes: f[7],
-            write_nanos: f[8],
-            written_files: f[9],
-            metadata_requests: f[10],
-            io_wait_nanos: f[11],
-            average_read_concurrency: f64::from_bits(f[12]),
-            concurrency_samples: f[13],
             concurrency_info: bucket_info_string(&concurrency_buckets),
             concurrency_buckets,
             read_bytes_per_second,
+            ..fixed
         })
     }
 
@@ -440,13 +402,14 @@ impl<'a> Unpacker<'a> {
                     fields,
                 })
             }
-            't' => Some(Record::Task(self.numbers()?)),
-            'o' => Some(Record::Counters(counters(self.numbers()?))),
+            't' => self.record(TASK).map(Record::Task),
+            'o' => self.record(COUNTERS).map(Record::Counters),
             'i' => self.io().map(Record::Io),
-            's' => Some(Record::Spill(spill(&self.numbers::<6>()?))),
+            's' => self.record(SPILL).map(Record::Spill),
             'j' => {
-                let f: [u64; 24] = self.numbers()?;
-                Some(Record::Phases([phase(&f[..12]), phase(&f[12..])]))
+                let build = self.record(PHASE)?;
+                let probe = self.record(PHASE)?;
+                Some(Record::Phases([build, probe]))
             }
             'l' => Some(Record::Listing(self.number()?)),
             'k' => Some(Record::Peak(self.number()?)),
@@ -538,9 +501,9 @@ pub fn decode(set: &MetricsSet) -> Decoded {
                         .by_task
                         .insert(p, function_stats(fields));
                 }
-                Record::Task(fields) => {
+                Record::Task(figures) => {
                     if let Some(p) = partition {
-                        decoded.tasks.insert(p, TaskFigures::from_fields(fields));
+                        decoded.tasks.insert(p, figures);
                     }
                 }
                 Record::Counters(counters) => match partition {

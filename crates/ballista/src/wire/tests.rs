@@ -4,6 +4,17 @@ use datafusion::physical_plan::metrics::CustomMetricValue;
 use proptest::prelude::*;
 use qprof_core::metric::{TaskRef, TaskValue};
 
+/// A `T` whose numbers in `layout` are `numbers`.
+fn snapshot<T: Default>(layout: Layout<T>, numbers: &[u64]) -> T {
+    let mut numbers = numbers.iter().copied();
+    fields::from_values(layout, || numbers.next()).unwrap()
+}
+
+/// Any numbers for a record of `layout`.
+fn any_record<T>(layout: Layout<T>) -> impl Strategy<Value = Vec<u64>> {
+    proptest::collection::vec(any::<u64>(), layout.len())
+}
+
 fn task(partition: u32) -> Option<TaskRef> {
     Some(TaskRef {
         stage_id: 0,
@@ -273,24 +284,24 @@ fn io(seed: u64) -> IoSnapshot {
 proptest! {
     #[test]
     fn a_reading_comes_back_whole_by_partition(
-        tasks in proptest::collection::vec((0usize..3, any::<[u64; 12]>()), 0..4),
-        spawned in proptest::option::of(any::<[u64; 12]>()),
-        spills in proptest::collection::vec((proptest::option::of(0usize..3), any::<[u64; 6]>()), 0..3),
-        phases in proptest::collection::vec((0usize..3, any::<[u64; 24]>()), 0..3),
+        tasks in proptest::collection::vec((0usize..3, any_record(COUNTERS)), 0..4),
+        spawned in proptest::option::of(any_record(COUNTERS)),
+        spills in proptest::collection::vec((proptest::option::of(0usize..3), any_record(SPILL)), 0..3),
+        phases in proptest::collection::vec((0usize..3, any_record(PHASE), any_record(PHASE)), 0..3),
         ios in proptest::collection::vec((proptest::option::of(0usize..3), 0u64..1_000), 0..3),
         pruned in 0u64..5,
         peak in 0u64..u64::MAX,
     ) {
         let reading = OperatorReading {
             stage: None,
-            tasks: tasks.iter().map(|(p, f)| (*p, counters(*f))).collect(),
-            spawned: spawned.map(counters).into_iter().collect(),
+            tasks: tasks.iter().map(|(p, f)| (*p, snapshot(COUNTERS, f))).collect(),
+            spawned: spawned.map(|f| snapshot(COUNTERS, &f)).into_iter().collect(),
             peak: Some(peak).filter(|&p| p > 0),
             io: ios.iter().map(|(p, seed)| (*p, io(*seed))).collect(),
-            spill: spills.iter().map(|(p, f)| (*p, spill(f))).collect(),
+            spill: spills.iter().map(|(p, f)| (*p, snapshot(SPILL, f))).collect(),
             phases: phases
                 .iter()
-                .map(|(p, f)| (Some(*p), [phase(&f[..12]), phase(&f[12..])]))
+                .map(|(p, build, probe)| (Some(*p), [snapshot(PHASE, build), snapshot(PHASE, probe)]))
                 .collect(),
             errors: Vec::new(),
             files_pruned_at_listing: pruned,
@@ -370,10 +381,10 @@ proptest! {
     #[test]
     fn any_packed_text_decodes_and_names_without_a_panic(
         noise in ".{0,60}",
-        io_fields in any::<[u64; 14]>(),
+        io_fields in any_record(IO),
         buckets in proptest::collection::vec(any::<u64>(), 0..6),
         claimed in 0u64..100,
-        counters in any::<[u64; 12]>(),
+        counters in any_record(COUNTERS),
     ) {
         let numbers = |values: &[u64]| values.iter().map(|v| format!("{v},")).collect::<String>();
         let io = format!(
@@ -397,4 +408,64 @@ proptest! {
         prop_assert!(decoded.reading.io.len() <= 2);
         prop_assert!(named.metrics.iter().all(|m| !m.name.is_empty()));
     }
+}
+
+/// Each layout carries every member of its snapshot: a snapshot with each member set
+/// (listed in full, so a new member must be added here) comes back whole.
+#[test]
+fn every_member_of_each_snapshot_crosses() {
+    fn round_trip<T: Default>(layout: Layout<T>, s: &T) -> T {
+        let numbers: Vec<u64> = fields::values(layout, s).collect();
+        snapshot(layout, &numbers)
+    }
+    let counters = OperatorTaskSnapshot {
+        wall_nanos: 1,
+        self_wall_nanos: 2,
+        cpu_nanos: 3,
+        self_cpu_nanos: 4,
+        polls: 5,
+        output_vectors: 6,
+        output_rows: 7,
+        output_bytes: 8,
+        peak_memory_bytes: 9,
+        memory_allocations: 10,
+        started_epoch_millis: 11,
+        finished_epoch_millis: 12,
+    };
+    assert_eq!(round_trip(COUNTERS, &counters), counters);
+    let spill = SpillSnapshot {
+        files: 1,
+        written_bytes: 2,
+        written_rows: 3,
+        write_nanos: 4,
+        read_bytes: 5,
+        read_nanos: 6,
+    };
+    assert_eq!(round_trip(SPILL, &spill), spill);
+    let phase = PhaseSnapshot {
+        self_wall_nanos: 1,
+        self_cpu_nanos: 2,
+        input_rows: 3,
+        input_batches: 4,
+        output_rows: 5,
+        peak_memory_bytes: 6,
+        spill,
+    };
+    assert_eq!(round_trip(PHASE, &phase), phase);
+    let figures = TaskFigures {
+        start_epoch_millis: 1,
+        finish_epoch_millis: 2,
+        wall_nanos: 3,
+        cpu_nanos: 4,
+        memory: MemorySample {
+            epoch_millis: 0,
+            execution_bytes: 5,
+            heap_bytes: 6,
+            storage_bytes: 7,
+            file_mapped_bytes: 8,
+            rss_bytes: 9,
+            virtual_bytes: 10,
+        },
+    };
+    assert_eq!(round_trip(TASK, &figures), figures);
 }
