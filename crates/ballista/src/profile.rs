@@ -19,7 +19,7 @@ use qprof_core::executor_memory::MemorySample;
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
 use qprof_core::profile::{
     EXECUTOR_LOST_FAILURE, ExecutorRef, FETCH_FAILED, NodeMetric, ProfileNode, QueryProfile,
-    StageProfile, TaskMetric, TaskProfile, names,
+    StageProfile, TaskProfile, names,
 };
 use qprof_datafusion::{
     JoinShape, add_join_projection_metrics, join_shape, operator_metrics, operator_native_metrics,
@@ -612,11 +612,6 @@ fn stage_profile(
             .filter_map(|m| m.tasks.iter().find(|v| v.task == Some(slot.task)))
             .map(|v| v.value)
             .sum();
-        let m = |name: &str, kind, value: i64| TaskMetric {
-            name: name.to_string(),
-            kind,
-            value,
-        };
         let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         if let Some(executor) = &executor {
             let peak = memory_by_executor.entry(executor.clone()).or_default();
@@ -633,28 +628,12 @@ fn stage_profile(
             },
             finish_epoch_millis: millis(info.end_exec_time).max(figure.finish_epoch_millis),
             metrics: vec![
-                m(
-                    names::WALL_NANOS,
-                    MetricKind::NsTiming,
-                    clamp(figure.wall_nanos),
-                ),
-                m(names::CPU_NANOS, MetricKind::NsTiming, self_cpu),
-                m(names::OUTPUT_ROWS, MetricKind::Sum, out(names::OUTPUT_ROWS)),
-                m(
-                    names::OUTPUT_VECTORS,
-                    MetricKind::Sum,
-                    out(names::OUTPUT_VECTORS),
-                ),
-                m(
-                    names::OUTPUT_BYTES,
-                    MetricKind::Size,
-                    out(names::OUTPUT_BYTES),
-                ),
-                m(
-                    names::PEAK_MEMORY_BYTES,
-                    MetricKind::Size,
-                    clamp(figure.memory.execution_bytes),
-                ),
+                catalog::WALL_NANOS.of_task(clamp(figure.wall_nanos)),
+                catalog::CPU_NANOS.of_task(self_cpu),
+                catalog::OUTPUT_ROWS.of_task(out(names::OUTPUT_ROWS)),
+                catalog::OUTPUT_VECTORS.of_task(out(names::OUTPUT_VECTORS)),
+                catalog::OUTPUT_BYTES.of_task(out(names::OUTPUT_BYTES)),
+                catalog::PEAK_MEMORY_BYTES.of_task(clamp(figure.memory.execution_bytes)),
             ],
             error,
             attempt: launch.map_or(0, |l| l.attempt),

@@ -107,6 +107,11 @@ fn every_page_renders_in_headless_chromium() {
         details.contains("0:") && details.contains("% 1:"),
         "no bucket string in the scan's details"
     );
+    // each qprof metric's name says, on hover, what it measures (the metric catalog)
+    assert!(
+        details.contains("selfCpuNanos: CPU time of the operator"),
+        "no description of selfCpuNanos in the scan's details"
+    );
     // a join's phases, and a scan taking in its dynamic filter, naming it
     let node_with = |name: &str, metric: &str| -> i64 {
         graph["nodes"]

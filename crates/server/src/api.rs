@@ -372,6 +372,7 @@ fn app_resource(store: &LogStore, app: &ListedApp, path: &[&str], params: &Param
 pub fn qprof_v1(store: &LogStore, segments: &[&str], params: &Params) -> ApiResult {
     match segments {
         ["status"] => Ok(Answer::Json(status_json(&store.status()))),
+        ["metrics"] => Ok(Answer::Json(metric_catalog_json())),
         ["applications", id, "sql", exec, "profile"] => {
             let replay = first_attempt_replay(store, id)?;
             Ok(Answer::Json(rest::qprof_profile(
@@ -401,6 +402,41 @@ pub fn qprof_v1(store: &LogStore, segments: &[&str], params: &Params) -> ApiResu
             segments.join("/")
         ))),
     }
+}
+
+/// The metric catalog: each metric qprof measures, and DataFusion's metrics as qprof
+/// names them, operator by operator; what the UI shows beside a metric's name.
+fn metric_catalog_json() -> Value {
+    use qprof_core::catalog::{self, datafusion};
+    let native = |d: &datafusion::NativeMetricDef| {
+        json!({
+            "name": d.name,
+            "displayName": d.display,
+            "kind": d.kind.as_str(),
+            "native": d.native,
+            "readAs": d.read_as.as_str(),
+            "description": d.description,
+        })
+    };
+    json!({
+        "metrics": catalog::ALL.iter().map(|d| json!({
+            "name": d.name,
+            "displayName": d.display,
+            "kind": d.kind.as_str(),
+            "unit": d.unit.as_str(),
+            "family": d.family.title(),
+            "aggregation": d.aggregation.as_str(),
+            "description": d.description,
+        })).collect::<Vec<_>>(),
+        "datafusion": {
+            "common": datafusion::COMMON.iter().map(native).collect::<Vec<_>>(),
+            "operators": datafusion::OPERATORS.iter().map(|o| json!({
+                "operator": o.operator,
+                "label": o.label,
+                "metrics": o.native.iter().map(native).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        },
+    })
 }
 
 /// The replay of application `id`'s first listed attempt.

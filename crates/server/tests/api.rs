@@ -441,3 +441,36 @@ async fn two_runs_compare_operator_by_operator() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn the_metric_catalog_is_served_whole() {
+    use qprof_core::catalog::{self, datafusion};
+    let reply = get(&oracle().join("events"), "/qprof/v1/metrics").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let body = reply.json();
+    let metrics = body["metrics"].as_array().unwrap();
+    assert_eq!(metrics.len(), catalog::ALL.len());
+    for (got, def) in metrics.iter().zip(catalog::ALL) {
+        assert_eq!(got["name"], def.name);
+        assert_eq!(got["displayName"], def.display);
+        assert_eq!(got["kind"], def.kind.as_str());
+        assert_eq!(got["description"], def.description);
+    }
+    let operators = body["datafusion"]["operators"].as_array().unwrap();
+    assert_eq!(operators.len(), datafusion::OPERATORS.len());
+    for (got, op) in operators.iter().zip(datafusion::OPERATORS) {
+        assert_eq!(got["operator"], op.operator);
+        let names: Vec<&str> = got["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["name"].as_str().unwrap())
+            .collect();
+        let want: Vec<&str> = op.native.iter().map(|d| d.name).collect();
+        assert_eq!(names, want, "{}", op.operator);
+    }
+    assert_eq!(
+        body["datafusion"]["common"].as_array().unwrap().len(),
+        datafusion::COMMON.len()
+    );
+}

@@ -1,7 +1,6 @@
 //! The catalog's entries, family by family, each family in display order.
 
 use super::{Aggregation, Family, MetricDef, Unit};
-use crate::metric::MetricKind;
 
 use Aggregation::{PeakOfSum, Sum, TimeAverage};
 use Family::{DynamicFilters, Every, Scan, ShuffleReader, ShuffleWriter, Sink, Spilling};
@@ -16,16 +15,10 @@ const fn def(
     aggregation: Aggregation,
     description: &'static str,
 ) -> MetricDef {
-    let kind = match unit {
-        Nanoseconds => MetricKind::NsTiming,
-        Bytes | BytesPerSecond => MetricKind::Size,
-        Tenths => MetricKind::Average,
-        Rows | Batches | Count => MetricKind::Sum,
-    };
     MetricDef {
         name,
         display,
-        kind,
+        kind: unit.kind(),
         unit,
         family,
         aggregation,

@@ -5,16 +5,19 @@
 //! Whatever names, labels, ships or documents one of these metrics reads it here: the
 //! profile's collection in one process and on a cluster, the text profile, the advisor,
 //! the event log's SQL metrics and the metrics reference ([`reference::markdown`]).
-//! DataFusion's own metrics keep DataFusion's meaning; qprof's names for them are
-//! declared beside the operators that have them (`qprof-datafusion`'s definitions).
+//! DataFusion's own metrics keep DataFusion's meaning; qprof's names for them, operator by
+//! operator, are in [`datafusion`].
 
+pub mod datafusion;
 mod entries;
+mod joins;
 pub mod reference;
 
 pub use entries::*;
+pub use joins::{JOIN_PHASE_METRICS, PhaseCondition, PhaseMetricDef};
 
 use crate::metric::{MetricKind, TaskValue};
-use crate::profile::NodeMetric;
+use crate::profile::{NodeMetric, TaskMetric};
 
 /// The unit of a metric's values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +39,16 @@ pub enum Unit {
 }
 
 impl Unit {
+    /// The Spark kind of a metric in this unit.
+    pub const fn kind(self) -> MetricKind {
+        match self {
+            Unit::Nanoseconds => MetricKind::NsTiming,
+            Unit::Bytes | Unit::BytesPerSecond => MetricKind::Size,
+            Unit::Tenths => MetricKind::Average,
+            Unit::Rows | Unit::Batches | Unit::Count => MetricKind::Sum,
+        }
+    }
+
     /// The unit as the reference names it.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -182,6 +195,15 @@ impl MetricDef {
     pub fn summed(&self, op: &str, tasks: Vec<TaskValue>) -> NodeMetric {
         NodeMetric::summed(self.name, self.display_for(op), self.kind, tasks)
     }
+
+    /// A task's own value of the metric (the task's, not one operator's).
+    pub fn of_task(&self, value: i64) -> TaskMetric {
+        TaskMetric {
+            name: self.name.to_string(),
+            kind: self.kind,
+            value,
+        }
+    }
 }
 
 /// The metric named `name`, if the catalog has it.
@@ -214,13 +236,7 @@ mod tests {
     #[test]
     fn kinds_units_and_names_agree() {
         for def in ALL {
-            let expected = match def.unit {
-                Unit::Nanoseconds => MetricKind::NsTiming,
-                Unit::Bytes | Unit::BytesPerSecond => MetricKind::Size,
-                Unit::Tenths => MetricKind::Average,
-                Unit::Rows | Unit::Batches | Unit::Count => MetricKind::Sum,
-            };
-            assert_eq!(def.kind, expected, "{}", def.name);
+            assert_eq!(def.kind, def.unit.kind(), "{}", def.name);
             if def.unit == Unit::Nanoseconds {
                 assert!(def.name.ends_with("Nanos"), "{}", def.name);
             }

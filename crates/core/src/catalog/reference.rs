@@ -3,7 +3,9 @@
 
 use std::fmt::Write as _;
 
-use super::{ALL, Family};
+use super::datafusion::{COMMON, NativeMetricDef, OPERATORS};
+use super::{ALL, Family, JOIN_PHASE_METRICS};
+use crate::profile::names::JOIN_PHASE_PREFIXES;
 
 /// Where the generated page lives, relative to the workspace's root.
 pub const PAGE: &str = "docs/src/reference/metrics.md";
@@ -21,10 +23,10 @@ pub fn markdown() -> String {
          Spark kind (how Spark renders and sums it: `sum`, `size`, `nsTiming`, \
          `average`), a unit, and an aggregation: how the operator's value is made from \
          its tasks' values.\n\n\
-         DataFusion's own metrics of each operator (`elapsed_compute`, \
-         `build_input_rows`, ...) are reported beside these under qprof's names for \
-         them; join phases have their own metrics, named after the join and the phase \
-         (`hashBuildWallNanos`, `hashProbeInputRows`, ...).\n",
+         DataFusion's own metrics of each operator are reported beside these under \
+         qprof's names for them: see [DataFusion's metrics](#datafusions-metrics-by-operator) \
+         below. Join phases have their own metrics, named after the join and the phase \
+         (`hashBuildWallNanos`, `hashProbeInputRows`, ...): see [join phases](#join-phases).\n",
     );
     for family in Family::ALL {
         let _ = write!(
@@ -46,7 +48,84 @@ pub fn markdown() -> String {
             );
         }
     }
+    join_phase_section(&mut out);
+    datafusion_sections(&mut out);
     out
+}
+
+/// The section of the joins' phase metrics: their suffixes, and the phases' prefixes.
+fn join_phase_section(out: &mut String) {
+    let prefixes: Vec<String> = JOIN_PHASE_PREFIXES
+        .iter()
+        .map(|(build, probe)| format!("`{build}`/`{probe}`"))
+        .collect();
+    let _ = write!(
+        out,
+        "\n## Join phases\n\nEvery join task has two phases: it starts building (collecting the \
+         side it holds) and starts probing the first time it reads its other input. Each \
+         metric below is named after the phase's prefix, build (or held side) first: {}; \
+         `{{phase}}` in a display name is the prefix's words (`hash build`).\n\n\
+         | name | display name | kind | unit | who has it | what it measures |\n|---|---|---|---|---|---|\n",
+        prefixes.join(", ")
+    );
+    for def in &JOIN_PHASE_METRICS {
+        let _ = writeln!(
+            out,
+            "| `{{prefix}}{}` | {} | {} | {} | {} | {} |",
+            def.suffix,
+            def.display,
+            def.unit.kind(),
+            def.unit.as_str(),
+            def.when.as_str(),
+            def.description
+        );
+    }
+}
+
+/// The sections of DataFusion's own metrics: those many operators share, then each
+/// operator's (operators sharing one table in one section).
+fn datafusion_sections(out: &mut String) {
+    out.push_str(
+        "\n## DataFusion's metrics, by operator\n\n\
+         DataFusion's metrics as qprof names them: the number read from DataFusion's \
+         metric (its value, or the pruned or matched count of a pruning metric, or a \
+         ratio), summed over tasks (a ratio as the ratio of the sums). A metric no table \
+         knows keeps DataFusion's name in camel case with a unit suffix \
+         (`expr_0_eval_time` → `expr0EvalTimeNanos`).\n",
+    );
+    native_table(out, "Many operators", COMMON);
+    let mut done: Vec<*const NativeMetricDef> = Vec::new();
+    for op in OPERATORS.iter().filter(|o| !o.native.is_empty()) {
+        if done.contains(&op.native.as_ptr()) {
+            continue;
+        }
+        done.push(op.native.as_ptr());
+        let sharing: Vec<String> = OPERATORS
+            .iter()
+            .filter(|o| std::ptr::eq(o.native.as_ptr(), op.native.as_ptr()))
+            .map(|o| format!("{} (`{}`)", o.label, o.operator))
+            .collect();
+        native_table(out, &sharing.join(", "), op.native);
+    }
+}
+
+fn native_table(out: &mut String, title: &str, defs: &[NativeMetricDef]) {
+    let _ = write!(
+        out,
+        "\n### {title}\n\n| name | display name | kind | DataFusion's metric | what it measures |\n|---|---|---|---|---|\n"
+    );
+    for def in defs {
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} | `{}` ({}) | {} |",
+            def.name,
+            def.display,
+            def.kind,
+            def.native,
+            def.read_as.as_str(),
+            def.description
+        );
+    }
 }
 
 #[cfg(test)]
@@ -72,6 +151,34 @@ mod tests {
             "{PAGE} is not the catalog's: regenerate it with \
              `QPROF_BLESS=1 cargo test -p qprof-core catalog`"
         );
+    }
+
+    #[test]
+    fn every_datafusion_metric_has_a_row() {
+        let page = markdown();
+        for op in OPERATORS {
+            for def in op.native {
+                assert!(
+                    page.contains(&format!("| `{}` |", def.name)),
+                    "{}",
+                    def.name
+                );
+            }
+            if !op.native.is_empty() {
+                assert!(
+                    page.contains(&format!("(`{}`)", op.operator)),
+                    "{}",
+                    op.operator
+                );
+            }
+        }
+        for def in COMMON {
+            assert!(
+                page.contains(&format!("| `{}` |", def.name)),
+                "{}",
+                def.name
+            );
+        }
     }
 
     #[test]

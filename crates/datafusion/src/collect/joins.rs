@@ -1,8 +1,9 @@
 //! A join's metrics by phase (`hashBuild*`, `hashProbe*`, ...) and the projections around
 //! it (`buildPreProjection*`, `streamPreProjection*`, `postProjection*`).
 
+use qprof_core::catalog::{self, PhaseCondition};
 use qprof_core::format;
-use qprof_core::metric::{MetricKind, TaskValue};
+use qprof_core::metric::TaskValue;
 use qprof_core::phases::{JoinPhase, PhaseSnapshot};
 use qprof_core::profile::{NodeMetric, ProfileNode, names};
 
@@ -12,10 +13,8 @@ use crate::joins::JoinShape;
 /// The phases of one join task, by partition (`None`: spawned work).
 pub(super) type PhaseReading = (Option<usize>, [PhaseSnapshot; 2]);
 
-/// A phase metric's reading of a snapshot.
-type PhaseRead = fn(&PhaseSnapshot) -> u64;
-
-/// The metrics of both phases of a join, task by task.
+/// The metrics of both phases of a join, task by task, as the catalog lists them
+/// ([`catalog::JOIN_PHASE_METRICS`]).
 ///
 /// A join that reads both inputs together gets its inputs' rows only (and, if it holds
 /// one side, that side's peak memory and spilling); its time is not split. Spill figures
@@ -33,88 +32,27 @@ pub(super) fn phase_metrics(
         let prefix = shape.prefix(phase);
         let words = format::camel_words(prefix);
         let holds = shape.holds_build_side && (shape.sequential || phase == JoinPhase::Build);
-        let mut table: Vec<(&str, String, MetricKind, PhaseRead)> = vec![(
-            "InputRows",
-            format!("number of {words} input rows"),
-            MetricKind::Sum,
-            |s| s.input_rows,
-        )];
-        if shape.sequential {
-            table.extend([
-                (
-                    "OutputRows",
-                    format!("number of {words} output rows"),
-                    MetricKind::Sum,
-                    (|s| s.output_rows) as PhaseRead,
-                ),
-                (
-                    "WallNanos",
-                    format!("time of {words}"),
-                    MetricKind::NsTiming,
-                    |s| s.self_wall_nanos,
-                ),
-                (
-                    "CpuNanos",
-                    format!("cpu time of {words}"),
-                    MetricKind::NsTiming,
-                    |s| s.self_cpu_nanos,
-                ),
-            ]);
-        }
-        if holds {
-            table.push((
-                "PeakMemoryBytes",
-                format!("{words} peak memory bytes"),
-                MetricKind::Size,
-                |s| s.peak_memory_bytes,
-            ));
-        }
-        if holds && spilled {
-            table.extend([
-                (
-                    "SpilledBytes",
-                    format!("{words} spilled bytes"),
-                    MetricKind::Size,
-                    (|s| s.spill.written_bytes) as PhaseRead,
-                ),
-                (
-                    "SpilledFiles",
-                    format!("{words} spilled files"),
-                    MetricKind::Sum,
-                    |s| s.spill.files,
-                ),
-                (
-                    "SpilledRows",
-                    format!("{words} spilled rows"),
-                    MetricKind::Sum,
-                    |s| s.spill.written_rows,
-                ),
-                (
-                    "SpilledPartitions",
-                    format!("{words} spilled partitions"),
-                    MetricKind::Sum,
-                    |s| u64::from(s.spill.files > 0),
-                ),
-                (
-                    "SpillWriteNanos",
-                    format!("time of {words} spill writes"),
-                    MetricKind::NsTiming,
-                    |s| s.spill.write_nanos,
-                ),
-            ]);
-        }
-        for (suffix, display, kind, read) in table {
+        for def in &catalog::JOIN_PHASE_METRICS {
+            let has = match def.when {
+                PhaseCondition::Always => true,
+                PhaseCondition::Sequential => shape.sequential,
+                PhaseCondition::HoldsSide => holds,
+                PhaseCondition::HoldsSideAndSpilled => holds && spilled,
+            };
+            if !has {
+                continue;
+            }
             let values = readings
                 .iter()
                 .map(|(p, phases)| TaskValue {
                     task: p.and_then(task_of),
-                    value: clamp(read(&phases[phase as usize])),
+                    value: clamp((def.read)(&phases[phase as usize])),
                 })
                 .collect();
             out.push(NodeMetric::summed(
-                format!("{prefix}{suffix}"),
-                display,
-                kind,
+                format!("{prefix}{}", def.suffix),
+                def.display.replace("{phase}", &words),
+                def.unit.kind(),
                 values,
             ));
         }

@@ -5,13 +5,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use datafusion::physical_plan::{ExecutionPlan, displayable};
+use qprof_core::catalog::{self, MetricDef};
 use qprof_core::clock::epoch_millis;
 use qprof_core::counters::{OperatorTaskCounters, OperatorTaskSnapshot};
 use qprof_core::executor_memory::{MemoryRecorder, MemorySample};
-use qprof_core::metric::{MetricKind, TaskRef};
-use qprof_core::profile::{
-    FunctionProfile, ProfileNode, QueryProfile, StageProfile, TaskMetric, TaskProfile, names,
-};
+use qprof_core::metric::TaskRef;
+use qprof_core::profile::{FunctionProfile, ProfileNode, QueryProfile, StageProfile, TaskProfile};
 use qprof_core::sampling::FunctionStats;
 
 mod dynamic_filters;
@@ -395,11 +394,7 @@ fn stage_profile(
                     .unwrap_or(0)
                     .max(start)
             };
-            let m = |name: &str, kind, value: u64| TaskMetric {
-                name: name.to_string(),
-                kind,
-                value: clamp(value),
-            };
+            let m = |def: &MetricDef, value: u64| def.of_task(clamp(value));
             // the deepest operator that failed is where the failure began
             let error = members.iter().rev().find_map(|r| r.error(p));
             TaskProfile {
@@ -409,23 +404,15 @@ fn stage_profile(
                 start_epoch_millis: start,
                 finish_epoch_millis: finish,
                 metrics: vec![
-                    m(names::WALL_NANOS, MetricKind::NsTiming, sum.self_wall_nanos),
-                    m(names::CPU_NANOS, MetricKind::NsTiming, sum.self_cpu_nanos),
-                    m(names::CPU_COUNT, MetricKind::Sum, out.output_vectors),
-                    m(names::OUTPUT_ROWS, MetricKind::Sum, out.output_rows),
-                    m(names::OUTPUT_VECTORS, MetricKind::Sum, out.output_vectors),
-                    m(names::OUTPUT_BYTES, MetricKind::Size, out.output_bytes),
-                    m(
-                        names::PEAK_MEMORY_BYTES,
-                        MetricKind::Size,
-                        stage_task_peak(p),
-                    ),
-                    m(
-                        names::NUM_MEMORY_ALLOCATIONS,
-                        MetricKind::Sum,
-                        sum.memory_allocations,
-                    ),
-                    m(names::NUM_POLLS, MetricKind::Sum, sum.polls),
+                    m(&catalog::WALL_NANOS, sum.self_wall_nanos),
+                    m(&catalog::CPU_NANOS, sum.self_cpu_nanos),
+                    m(&catalog::CPU_COUNT, out.output_vectors),
+                    m(&catalog::OUTPUT_ROWS, out.output_rows),
+                    m(&catalog::OUTPUT_VECTORS, out.output_vectors),
+                    m(&catalog::OUTPUT_BYTES, out.output_bytes),
+                    m(&catalog::PEAK_MEMORY_BYTES, stage_task_peak(p)),
+                    m(&catalog::NUM_MEMORY_ALLOCATIONS, sum.memory_allocations),
+                    m(&catalog::NUM_POLLS, sum.polls),
                 ],
                 attempt: 0,
                 executor: None,

@@ -57,7 +57,19 @@
     }
   }
 
-  function nodeDetails(n, prof, heat) {
+  // What each metric measures, by name, from the metric catalog (/qprof/v1/metrics).
+  function metricDescriptions(catalog) {
+    const out = new Map();
+    if (!catalog) return out;
+    const add = (m) => { if (!out.has(m.name)) out.set(m.name, m.description); };
+    (catalog.metrics || []).forEach(add);
+    const df = catalog.datafusion || {};
+    (df.common || []).forEach(add);
+    (df.operators || []).forEach((o) => (o.metrics || []).forEach(add));
+    return out;
+  }
+
+  function nodeDetails(n, prof, heat, descriptions) {
     if (!n) return [h('p', { class: 'muted' }, 'Click an operator in the plan to see its metrics.')];
     const share = heat.share.get(n.nodeId);
     const out = [];
@@ -83,7 +95,7 @@
     if (hasProf) {
       out.push(table({ class: 'data compact metrics' }, ['qprof metric', ['Value', 'num'], ['Min', 'num'], ['Median', 'num'], ['Max', 'num'], ['Tasks', 'num']],
         Object.entries(prof.metrics).map(([k, m]) => h('tr', null,
-          td(m.displayName || k, 'metric-name', k),
+          td(m.displayName || k, 'metric-name', descriptions.has(k) ? `${k}: ${descriptions.get(k)}` : k),
           td(fmtProfileValue(m, m.value), 'num', m.spark != null ? `Spark: ${m.spark}` : null),
           td(fmtProfileValue(m, m.min), 'num'), td(fmtProfileValue(m, m.median), 'num'),
           td(fmtProfileValue(m, m.max), 'num', m.maxTaskId != null ? `task ${m.maxTaskId}` : null),
@@ -101,13 +113,15 @@
 
   async function pageQuery(route) {
     const { app, id } = route;
-    const [info, sql, prof, jobs, stages] = await Promise.all([
+    const [info, sql, prof, jobs, stages, catalog] = await Promise.all([
       optional(getJson(appUrl(app))),
       getJson(appUrl(app, `/sql/${enc(id)}?details=true&planDescription=true`)),
       settle(getJson(`${QPROF}/${enc(app)}/sql/${enc(id)}/profile`)),
       optional(getJson(appUrl(app, '/jobs'))),
       optional(getJson(appUrl(app, '/stages'))),
+      optional(getJson('qprof/v1/metrics')),
     ]);
+    const descriptions = metricDescriptions(catalog);
     const profile = prof.value ? unwrapProfile(prof.value, id) : null;
     const profNote = prof.error && prof.error.status !== 404 ? `qprof profile unavailable: ${prof.error.message}` : null;
     const profMap = profile ? flattenPlan(profile.plan) : new Map();
@@ -122,7 +136,7 @@
     let dag = null;
     const onSelect = (nid) => {
       if (dag) dag.select(nid);
-      details.replaceChildren(...nodeDetails(byId.get(nid), profMap.get(nid), heat));
+      details.replaceChildren(...nodeDetails(byId.get(nid), profMap.get(nid), heat, descriptions));
     };
     let graphEl;
     try {
