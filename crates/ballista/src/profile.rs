@@ -14,7 +14,7 @@ use ballista_scheduler::state::execution_graph::ExecutionGraph;
 use ballista_scheduler::state::execution_stage::{ExecutionStage, TaskInfo};
 use datafusion::physical_plan::metrics::{MetricValue, MetricsSet};
 use datafusion::physical_plan::{ExecutionPlan, displayable};
-use qprof_core::catalog;
+use qprof_core::catalog::{self, datafusion as datafusion_catalog};
 use qprof_core::executor_memory::MemorySample;
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
 use qprof_core::profile::{
@@ -267,7 +267,7 @@ impl Builder<'_> {
                 self.figures
                     .insert(stage, std::mem::take(&mut decoded.tasks));
                 metrics.extend(named_there);
-                metrics.extend(self.writer_native_metrics(stage, set));
+                metrics.extend(self.writer_native_metrics(stage, plan.name(), set));
             } else {
                 let native = self.native_metrics(stage, plan.name(), set);
                 if decoded.reading.is_empty() {
@@ -354,10 +354,15 @@ impl Builder<'_> {
             .collect()
     }
 
-    /// The shuffle writer's own metrics from DataFusion's side (rows and bytes written,
-    /// write time), by task.
-    fn writer_native_metrics(&self, stage: usize, set: &MetricsSet) -> Vec<NodeMetric> {
-        let mut by_name: BTreeMap<String, (MetricKind, PartitionValues)> = BTreeMap::new();
+    /// The shuffle writer's own metrics from DataFusion's side (rows written, write time,
+    /// repartitioning and spilling), by task, under the catalog's names for `writer`'s.
+    fn writer_native_metrics(
+        &self,
+        stage: usize,
+        writer: &str,
+        set: &MetricsSet,
+    ) -> Vec<NodeMetric> {
+        let mut by_name: BTreeMap<String, (String, MetricKind, PartitionValues)> = BTreeMap::new();
         for m in set.iter() {
             let value = m.value();
             let name = value.name();
@@ -372,25 +377,23 @@ impl Builder<'_> {
                 other => (MetricKind::Sum, other.as_usize() as u64),
             };
             // the write time under its catalog name, which Spark's task metrics read
-            let name = if name == "write_time" {
-                names::SHUFFLE_WRITE_NANOS.to_string()
+            let (name, display, kind) = if name == "write_time" {
+                let def = &catalog::SHUFFLE_WRITE_NANOS;
+                (def.name.to_string(), def.display.to_string(), kind)
+            } else if let Some(def) = datafusion_catalog::value_def(writer, name) {
+                (def.name.to_string(), def.display.to_string(), def.kind)
             } else {
-                format!("shuffle.{name}")
+                (format!("shuffle.{name}"), name.replace('_', " "), kind)
             };
             by_name
                 .entry(name)
-                .or_insert_with(|| (kind, Vec::new()))
-                .1
+                .or_insert_with(|| (display, kind, Vec::new()))
+                .2
                 .push((m.partition(), v));
         }
         by_name
             .into_iter()
-            .map(|(name, (kind, values))| {
-                let display = if name == names::SHUFFLE_WRITE_NANOS {
-                    catalog::SHUFFLE_WRITE_NANOS.display.to_string()
-                } else {
-                    name.replace(['.', '_'], " ")
-                };
+            .map(|(name, (display, kind, values))| {
                 self.partition_metric(stage, &name, &display, kind, &values)
             })
             .collect()

@@ -185,6 +185,23 @@ fn check_shuffles(node: &Value, parent: &str, query: &str, shuffled: &mut Shuffl
     }
 }
 
+/// The metric names of a profile's plan the catalog does not describe, with their
+/// operators.
+fn undescribed(node: &Value, out: &mut BTreeMap<String, String>) {
+    for name in node["metrics"]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.keys())
+    {
+        if qprof_core::catalog::describe(name).is_none() {
+            out.insert(name.clone(), node["name"].as_str().unwrap().to_string());
+        }
+    }
+    for child in node["children"].as_array().into_iter().flatten() {
+        undescribed(child, out);
+    }
+}
+
 /// The operators of a profile's plan, in pre-order.
 fn operator_names(node: &Value) -> Vec<String> {
     let mut names = vec![node["name"].as_str().unwrap().to_string()];
@@ -237,6 +254,15 @@ fn tpch_on_two_executors_matches_one_process_and_logs_both() {
         serde_json::from_str(&std::fs::read_to_string(&client_profiles).unwrap()).unwrap();
     let client = client["queries"].as_array().unwrap().clone();
     assert_eq!(client.len(), 22);
+    // every metric of a profile, in one process and on the cluster, is in the metric
+    // catalog (and so in the metrics reference)
+    let local: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("local.json")).unwrap()).unwrap();
+    let mut unknown = BTreeMap::new();
+    for query in local["queries"].as_array().unwrap().iter().chain(&client) {
+        undescribed(&query["plan"], &mut unknown);
+    }
+    assert!(unknown.is_empty(), "not in the catalog: {unknown:?}");
 
     let server = Server::start(&cluster.events);
     let apps = json(&server, "/api/v1/applications");

@@ -5,13 +5,13 @@
 use qprof_core::metric::MetricKind;
 
 pub(crate) use qprof_core::catalog::datafusion::{
-    COMMON, NativeMetricDef, OPERATORS, OperatorDef, ReadAs, SUPERSEDED,
+    COMMON, NativeMetricDef, OperatorDef, ReadAs, SUPERSEDED,
 };
 
 /// The definitions of operator type `operator` (as `ExecutionPlan::name` returns it), if
 /// qprof has a table for it.
 pub(crate) fn operator_def(operator: &str) -> Option<&'static OperatorDef> {
-    OPERATORS.iter().find(|d| d.operator == operator)
+    qprof_core::catalog::datafusion::operator_def(operator)
 }
 
 /// The label of an operator in display names: from its table, or derived from its type
@@ -70,6 +70,7 @@ pub(crate) fn fallback_name(native: &str, kind: MetricKind) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use qprof_core::catalog::datafusion::OPERATORS;
     use std::collections::HashSet;
 
     #[test]

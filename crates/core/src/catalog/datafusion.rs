@@ -154,6 +154,42 @@ const SCAN: &[NativeMetricDef] = &[
     def("page_index_eval_time", Value, "pageIndexPruningWallNanos", "time of page index pruning", NsTiming, "Time of pruning pages by the page index."),
     def("scan_efficiency_ratio", RatioPercent, "scanEfficiencyPercent", "bytes read of file size (%)", Average, "Bytes read as a share of the files' sizes."),
     def("output_rows_skew", RatioPercent, "outputRowsSkewPercent", "output rows skew (%)", Average, "How unevenly the scan's rows spread over its partitions."),
+    def("num_predicate_creation_errors", Value, "numPredicateCreationErrors", "number of predicate creation errors", Sum, "Filters the scan could not turn into a pruning predicate (it read the data instead)."),
+    def("page_index_load_skipped", Value, "pageIndexLoadSkipped", "number of page index loads skipped", Sum, "Page indexes not loaded because row-group statistics already showed they could prune no more."),
+    def("page_index_pages_skipped_by_fully_matched", Value, "pageIndexPagesSkippedByFullyMatched", "number of pages not filtered as fully matched", Sum, "Pages whose filtering was skipped because the page index showed every row matches."),
+    def("predicate_cache_inner_records", Value, "predicateCacheInnerRecords", "number of predicate cache inner records", Sum, "Rows the decoder's predicate cache stored after evaluating the filter."),
+    def("predicate_cache_records", Value, "predicateCacheRecords", "number of predicate cache records", Sum, "Rows the decoder read from its predicate cache instead of decoding them again."),
+];
+
+/// A sort with a limit (DataFusion names it `SortExec(TopK)`).
+#[rustfmt::skip]
+const TOP_K: &[NativeMetricDef] = &[
+    def("row_replacements", Value, "topKRowReplacements", "number of top-k row replacements", Sum, "Rows a top-k sort replaced in its heap."),
+];
+
+/// Ballista's shuffle reader (on a cluster).
+#[rustfmt::skip]
+const SHUFFLE_READER: &[NativeMetricDef] = &[
+    def("fetch_requests", Value, "fetchRequests", "number of fetch requests", Sum, "Requests the reader sent for blocks on other executors."),
+    def("fetch_retries", Value, "fetchRetries", "number of fetch retries", Sum, "Fetch requests sent again after a failure."),
+    def("fetch_time", Value, "fetchTimeNanos", "time of fetching", NsTiming, "Time of fetching blocks from other executors, as Ballista times it."),
+    def("local_read_time", Value, "localReadTimeNanos", "time of reading local blocks", NsTiming, "Time of reading blocks from the executor's own disk."),
+    def("permit_wait_time", Value, "permitWaitTimeNanos", "time of waiting for a fetch permit", NsTiming, "Time waiting for a permit to fetch (Ballista bounds the fetches in flight)."),
+    def("decoded_bytes", Value, "decodedBytes", "bytes decoded", Size, "Bytes of the batches decoded from the blocks read."),
+    def("local_partitions", Value, "localPartitions", "number of local blocks", Sum, "Blocks read from the executor's own disk, as Ballista counts them."),
+    def("remote_partitions", Value, "remotePartitions", "number of remote blocks", Sum, "Blocks fetched from other executors, as Ballista counts them."),
+];
+
+/// Ballista's shuffle writers (on a cluster); their write time is the catalog's
+/// `shuffleWriteNanos`.
+#[rustfmt::skip]
+const SHUFFLE_WRITER: &[NativeMetricDef] = &[
+    def("input_rows", Value, "shuffleInputRows", "number of shuffle input rows", Sum, "Rows the writer took from its input."),
+    def("output_rows", Value, "shuffleOutputRows", "number of shuffle output rows", Sum, "Rows the writer wrote to its shuffle files."),
+    def("repart_time", Value, "shuffleRepartitionNanos", "time of repartitioning", NsTiming, "Time of computing each row's output partition."),
+    def("spill_time", Value, "shuffleSpillNanos", "time of shuffle spills", NsTiming, "Time of spilling the writer's buffers to disk."),
+    def("spill_count", Value, "shuffleSpillFiles", "number of shuffle spills", Sum, "Times the writer spilled its buffers to disk."),
+    def("spill_bytes", Value, "shuffleSpilledBytes", "shuffle spilled bytes", Size, "Bytes the writer spilled to disk."),
 ];
 
 /// The table: one entry per operator type qprof knows by name.
@@ -230,7 +266,12 @@ pub const OPERATORS: &[OperatorDef] = &[
     OperatorDef {
         operator: "SortExec",
         label: "sort",
-        native: &[def("row_replacements", Value, "topKRowReplacements", "number of top-k row replacements", Sum, "Rows a top-k sort replaced in its heap.")],
+        native: TOP_K,
+    },
+    OperatorDef {
+        operator: "SortExec(TopK)",
+        label: "top-k sort",
+        native: TOP_K,
     },
     OperatorDef {
         operator: "SortPreservingMergeExec",
@@ -311,11 +352,49 @@ pub const OPERATORS: &[OperatorDef] = &[
         ],
     },
     OperatorDef {
+        operator: "ShuffleReaderExec",
+        label: "shuffle reader",
+        native: SHUFFLE_READER,
+    },
+    OperatorDef {
+        operator: "ShuffleWriterExec",
+        label: "shuffle writer",
+        native: SHUFFLE_WRITER,
+    },
+    OperatorDef {
+        operator: "SortShuffleWriterExec",
+        label: "sort shuffle writer",
+        native: SHUFFLE_WRITER,
+    },
+    OperatorDef {
         operator: "CooperativeExec",
         label: "cooperative yield",
         native: &[],
     },
 ];
+
+/// The definitions of operator type `operator` (as `ExecutionPlan::name` returns it).
+pub fn operator_def(operator: &str) -> Option<&'static OperatorDef> {
+    OPERATORS.iter().find(|d| d.operator == operator)
+}
+
+/// The definition of DataFusion metric `native` of `operator` that reads its value: the
+/// operator's own, else the common one.
+pub fn value_def(operator: &str, native: &str) -> Option<&'static NativeMetricDef> {
+    let own = operator_def(operator).map_or(&[][..], |d| d.native);
+    own.iter()
+        .chain(COMMON)
+        .find(|d| d.native == native && d.read_as == ReadAs::Value)
+}
+
+/// The metrics named by a pattern, one per expression of an operator: the prefix, the
+/// suffix (a number between), the operator and what each measures.
+pub const PATTERNS: &[(&str, &str, &str, &str)] = &[(
+    "expr",
+    "EvalTimeNanos",
+    "ProjectionExec",
+    "Time of evaluating the projection's expression of that number.",
+)];
 
 #[cfg(test)]
 mod tests {

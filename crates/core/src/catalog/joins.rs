@@ -130,3 +130,26 @@ pub const JOIN_PHASE_METRICS: [PhaseMetricDef; 10] = [
         read: |s| s.spill.write_nanos,
     },
 ];
+
+/// The projections a join's metrics take in, by where they sit: below its build side,
+/// below its probe side, above it; each with its name prefix and display words.
+pub const JOIN_PROJECTIONS: [(&str, &str); 3] = [
+    ("buildPreProjection", "build preProjection"),
+    ("streamPreProjection", "stream preProjection"),
+    ("postProjection", "postProjection"),
+];
+
+/// The metrics of a join's projection: suffix, display (`{projection}` stands for its
+/// words), and what it measures.
+pub const JOIN_PROJECTION_METRICS: [(&str, &str, &str); 2] = [
+    (
+        "WallNanos",
+        "time of {projection}",
+        "The projection's own wall time, its input's work excluded.",
+    ),
+    (
+        "CpuCount",
+        "{projection} cpu wall time count",
+        "Batches the projection evaluated.",
+    ),
+];

@@ -14,7 +14,9 @@ mod joins;
 pub mod reference;
 
 pub use entries::*;
-pub use joins::{JOIN_PHASE_METRICS, PhaseCondition, PhaseMetricDef};
+pub use joins::{
+    JOIN_PHASE_METRICS, JOIN_PROJECTION_METRICS, JOIN_PROJECTIONS, PhaseCondition, PhaseMetricDef,
+};
 
 use crate::metric::{MetricKind, TaskValue};
 use crate::profile::{NodeMetric, TaskMetric};
@@ -211,6 +213,48 @@ pub fn find(name: &str) -> Option<&'static MetricDef> {
     ALL.iter().copied().find(|d| d.name == name)
 }
 
+/// What the metric named `name` measures, wherever the catalog declares it: qprof's own,
+/// DataFusion's and Ballista's as qprof names them, a join phase's or projection's, or one
+/// named by a pattern; `None` for a name the catalog does not know.
+pub fn describe(name: &str) -> Option<&'static str> {
+    if let Some(def) = find(name) {
+        return Some(def.description);
+    }
+    let natives = datafusion::COMMON
+        .iter()
+        .chain(datafusion::OPERATORS.iter().flat_map(|o| o.native));
+    if let Some(def) = natives.into_iter().find(|d| d.name == name) {
+        return Some(def.description);
+    }
+    let phases = crate::profile::names::JOIN_PHASE_PREFIXES
+        .iter()
+        .flat_map(|(build, probe)| [*build, *probe]);
+    for prefix in phases {
+        if let Some(suffix) = name.strip_prefix(prefix)
+            && let Some(def) = JOIN_PHASE_METRICS.iter().find(|d| d.suffix == suffix)
+        {
+            return Some(def.description);
+        }
+    }
+    for (prefix, _) in JOIN_PROJECTIONS {
+        if let Some(suffix) = name.strip_prefix(prefix)
+            && let Some((_, _, description)) = JOIN_PROJECTION_METRICS
+                .iter()
+                .find(|(s, _, _)| *s == suffix)
+        {
+            return Some(description);
+        }
+    }
+    datafusion::PATTERNS
+        .iter()
+        .find(|(prefix, suffix, _, _)| {
+            name.strip_prefix(prefix)
+                .and_then(|rest| rest.strip_suffix(suffix))
+                .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+        })
+        .map(|(_, _, _, description)| *description)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,5 +312,28 @@ mod tests {
         );
         assert_eq!(find("selfCpuNanos"), Some(&SELF_CPU_NANOS));
         assert_eq!(find("noSuchMetric"), None);
+    }
+
+    #[test]
+    fn every_kind_of_name_is_described() {
+        for name in [
+            "selfCpuNanos",
+            "buildTimeNanos",
+            "fetchRequests",
+            "hashBuildWallNanos",
+            "sortMergeStreamInputRows",
+            "postProjectionCpuCount",
+            "expr12EvalTimeNanos",
+        ] {
+            assert!(describe(name).is_some(), "{name}");
+        }
+        for name in [
+            "exprEvalTimeNanos",
+            "expr1xEvalTimeNanos",
+            "hashBuildNoSuch",
+            "shuffle.x",
+        ] {
+            assert_eq!(describe(name), None, "{name}");
+        }
     }
 }

@@ -3,8 +3,8 @@
 
 use std::fmt::Write as _;
 
-use super::datafusion::{COMMON, NativeMetricDef, OPERATORS};
-use super::{ALL, Family, JOIN_PHASE_METRICS};
+use super::datafusion::{COMMON, NativeMetricDef, OPERATORS, PATTERNS};
+use super::{ALL, Family, JOIN_PHASE_METRICS, JOIN_PROJECTION_METRICS, JOIN_PROJECTIONS};
 use crate::profile::names::JOIN_PHASE_PREFIXES;
 
 /// Where the generated page lives, relative to the workspace's root.
@@ -80,6 +80,20 @@ fn join_phase_section(out: &mut String) {
             def.description
         );
     }
+    let projections: Vec<String> = JOIN_PROJECTIONS
+        .iter()
+        .map(|(prefix, _)| format!("`{prefix}`"))
+        .collect();
+    let _ = write!(
+        out,
+        "\nA `ProjectionExec` right below a join's side or right above it is also reported on \
+         the join, under the prefix of where it sits ({}):\n\n\
+         | name | display name | what it measures |\n|---|---|---|\n",
+        projections.join(", ")
+    );
+    for (suffix, display, description) in JOIN_PROJECTION_METRICS {
+        let _ = writeln!(out, "| `{{prefix}}{suffix}` | {display} | {description} |");
+    }
 }
 
 /// The sections of DataFusion's own metrics: those many operators share, then each
@@ -87,6 +101,7 @@ fn join_phase_section(out: &mut String) {
 fn datafusion_sections(out: &mut String) {
     out.push_str(
         "\n## DataFusion's metrics, by operator\n\n\
+         Ballista's operators are here too (its shuffle readers and writers).\n\n\
          DataFusion's metrics as qprof names them: the number read from DataFusion's \
          metric (its value, or the pruned or matched count of a pruning metric, or a \
          ratio), summed over tasks (a ratio as the ratio of the sums). A metric no table \
@@ -94,6 +109,17 @@ fn datafusion_sections(out: &mut String) {
          (`expr_0_eval_time` → `expr0EvalTimeNanos`).\n",
     );
     native_table(out, "Many operators", COMMON);
+    let _ = write!(
+        out,
+        "\nSome are one per expression, numbered from 0:\n\n\
+         | name | operator | what it measures |\n|---|---|---|\n"
+    );
+    for (prefix, suffix, operator, description) in PATTERNS {
+        let _ = writeln!(
+            out,
+            "| `{prefix}{{n}}{suffix}` | `{operator}` | {description} |"
+        );
+    }
     let mut done: Vec<*const NativeMetricDef> = Vec::new();
     for op in OPERATORS.iter().filter(|o| !o.native.is_empty()) {
         if done.contains(&op.native.as_ptr()) {

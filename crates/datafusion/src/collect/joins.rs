@@ -64,22 +64,12 @@ pub(super) fn phase_metrics(
 /// sides (pre-projections) and directly above it (post-projection): its own wall time and
 /// the batches it evaluated, task by task. Visits the whole tree.
 pub fn add_projection_metrics(node: &mut ProfileNode, joins: &[(usize, JoinShape)]) {
+    let [build, stream, post] = catalog::JOIN_PROJECTIONS;
     let shape_of = |id: usize| joins.iter().find(|(j, _)| *j == id).map(|(_, s)| *s);
     if let Some(shape) = shape_of(node.id) {
-        for (side, prefix, display) in [
-            (
-                shape.build_child,
-                "buildPreProjection",
-                "build preProjection",
-            ),
-            (
-                shape.probe_child,
-                "streamPreProjection",
-                "stream preProjection",
-            ),
-        ] {
-            if let Some(projection) = node.children.get(side).filter(|c| is_projection(c)) {
-                let metrics = projection_metrics(projection, prefix, display);
+        for (side, projection) in [(shape.build_child, build), (shape.probe_child, stream)] {
+            if let Some(child) = node.children.get(side).filter(|c| is_projection(c)) {
+                let metrics = projection_metrics(child, projection);
                 node.metrics.extend(metrics);
             }
         }
@@ -88,7 +78,7 @@ pub fn add_projection_metrics(node: &mut ProfileNode, joins: &[(usize, JoinShape
         && let [child] = node.children.as_slice()
         && shape_of(child.id).is_some()
     {
-        let metrics = projection_metrics(node, "postProjection", "postProjection");
+        let metrics = projection_metrics(node, post);
         node.children[0].metrics.extend(metrics);
     }
     for child in &mut node.children {
@@ -100,29 +90,22 @@ fn is_projection(node: &ProfileNode) -> bool {
     node.name == "ProjectionExec"
 }
 
-fn projection_metrics(projection: &ProfileNode, prefix: &str, display: &str) -> Vec<NodeMetric> {
-    let copy = |from: &str, suffix: &str, display: String| {
+/// The catalog's metrics of a join's `(prefix, words)` projection, copied from its node.
+fn projection_metrics(projection: &ProfileNode, (prefix, words): (&str, &str)) -> Vec<NodeMetric> {
+    let [wall, count] = catalog::JOIN_PROJECTION_METRICS;
+    [
+        (names::SELF_WALL_NANOS, wall),
+        (names::OUTPUT_VECTORS, count),
+    ]
+    .into_iter()
+    .filter_map(|(from, (suffix, display, _))| {
         let metric = projection.metrics.iter().find(|m| m.name == from)?;
         Some(NodeMetric::summed(
             format!("{prefix}{suffix}"),
-            display,
+            display.replace("{projection}", words),
             metric.kind,
             metric.tasks.clone(),
         ))
-    };
-    [
-        copy(
-            names::SELF_WALL_NANOS,
-            "WallNanos",
-            format!("time of {display}"),
-        ),
-        copy(
-            names::OUTPUT_VECTORS,
-            "CpuCount",
-            format!("{display} cpu wall time count"),
-        ),
-    ]
-    .into_iter()
-    .flatten()
+    })
     .collect()
 }
