@@ -71,7 +71,7 @@ pub const CPU_COUNT: MetricDef = def(
     Count,
     Every,
     Sum,
-    "Polls that produced a batch: the number of readings behind the time metrics.",
+    "Polls that produced a batch, the readings behind the time metrics: always equal to outputVectors, kept under Gluten's name for tools that read it.",
 );
 /// Rows produced.
 pub const OUTPUT_ROWS: MetricDef = def(
