@@ -401,20 +401,27 @@ fn add_qprof_metrics(sets: &mut [MetricsSet], writer: &Arc<dyn ExecutionPlan>, r
     }
 }
 
-/// Has each shuffle reader of `input` measure how long its consumers wait on its fetches.
-fn measure_fetch_waits(input: &Arc<dyn ExecutionPlan>) {
+/// Calls `f` with each wrapped shuffle reader of `input` that reads a shuffle (a
+/// broadcast's reader reads none, as in Spark).
+fn for_each_shuffle_reader(
+    input: &Arc<dyn ExecutionPlan>,
+    mut f: impl FnMut(&ProfiledExec, &ShuffleReaderExec),
+) {
     let mut pending = vec![Arc::clone(input)];
     while let Some(plan) = pending.pop() {
         pending.extend(plan.children().into_iter().cloned());
         if let Some(exec) = ProfiledExec::of(plan.as_ref())
-            && exec
-                .inner()
-                .downcast_ref::<ShuffleReaderExec>()
-                .is_some_and(|r| !r.broadcast)
+            && let Some(reader) = exec.inner().downcast_ref::<ShuffleReaderExec>()
+            && !reader.broadcast
         {
-            exec.measure_waits();
+            f(exec, reader);
         }
     }
+}
+
+/// Has each shuffle reader of `input` measure how long its consumers wait on its fetches.
+fn measure_fetch_waits(input: &Arc<dyn ExecutionPlan>) {
+    for_each_shuffle_reader(input, |exec, _| exec.measure_waits());
 }
 
 /// The writer's own CPU time in the task, as its input's task counters measured it: what
@@ -431,8 +438,8 @@ fn writer_cpu(input: &Arc<dyn ExecutionPlan>) -> u64 {
 /// What each shuffle reader of `input` read in the partitions it computed, as Spark counts
 /// a shuffle read: the bytes (as the writers reported them) and the blocks of its
 /// partitions' locations, local when the file is in `local_dir` (as Ballista's reader
-/// decides; `None` when it fetches every block remotely). A broadcast's reader reads no
-/// shuffle, as in Spark.
+/// decides; `None` when it fetches every block remotely), and how long its tasks waited on
+/// its fetches.
 fn shuffle_reads(
     input: &Arc<dyn ExecutionPlan>,
     readings: &PlanReadings,
@@ -441,21 +448,10 @@ fn shuffle_reads(
     let mut out = HashMap::new();
     // a sort shuffle's file serves many partitions: each is looked for once
     let mut on_disk: HashMap<std::path::PathBuf, bool> = HashMap::new();
-    let mut pending = vec![Arc::clone(input)];
-    while let Some(plan) = pending.pop() {
-        pending.extend(plan.children().into_iter().cloned());
-        let Some(exec) = ProfiledExec::of(plan.as_ref()) else {
-            continue;
-        };
-        let Some(reader) = exec.inner().downcast_ref::<ShuffleReaderExec>() else {
-            continue;
-        };
+    for_each_shuffle_reader(input, |exec, reader| {
         let Some(node) = readings.operators.get(&exec.node_id()) else {
-            continue;
+            return;
         };
-        if reader.broadcast {
-            continue;
-        }
         let waits: HashMap<usize, u64> = exec
             .task_counters()
             .into_iter()
@@ -494,7 +490,7 @@ fn shuffle_reads(
             exec.node_id(),
             read.metrics(&operator_label(exec.inner().name())),
         );
-    }
+    });
     out
 }
 

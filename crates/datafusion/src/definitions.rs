@@ -4,15 +4,7 @@
 
 use qprof_core::metric::MetricKind;
 
-pub(crate) use qprof_core::catalog::datafusion::{
-    COMMON, NativeMetricDef, OperatorDef, ReadAs, SUPERSEDED,
-};
-
-/// The definitions of operator type `operator` (as `ExecutionPlan::name` returns it), if
-/// qprof has a table for it.
-pub(crate) fn operator_def(operator: &str) -> Option<&'static OperatorDef> {
-    qprof_core::catalog::datafusion::operator_def(operator)
-}
+pub(crate) use qprof_core::catalog::datafusion::{ReadAs, SUPERSEDED, native_defs, operator_def};
 
 /// The label of an operator in display names: from its table, or derived from its type
 /// name (`StreamingTableExec` → `streaming table`).
@@ -29,18 +21,6 @@ pub fn operator_label(operator: &str) -> String {
         label.extend(ch.to_lowercase());
     }
     label
-}
-
-/// The definitions that apply to DataFusion metric `native` of `operator`: the operator's
-/// table first, then the common table. Empty if neither knows the metric.
-pub(crate) fn native_defs(operator: &str, native: &str) -> Vec<&'static NativeMetricDef> {
-    let specific: Vec<_> = operator_def(operator)
-        .map(|d| d.native.iter().filter(|m| m.native == native).collect())
-        .unwrap_or_default();
-    if !specific.is_empty() {
-        return specific;
-    }
-    COMMON.iter().filter(|m| m.native == native).collect()
 }
 
 /// qprof's name for a DataFusion metric no table knows: camelCase, with a unit suffix
@@ -70,7 +50,7 @@ pub(crate) fn fallback_name(native: &str, kind: MetricKind) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use qprof_core::catalog::datafusion::OPERATORS;
+    use qprof_core::catalog::datafusion::{COMMON, OPERATORS};
     use std::collections::HashSet;
 
     #[test]

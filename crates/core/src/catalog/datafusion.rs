@@ -378,13 +378,23 @@ pub fn operator_def(operator: &str) -> Option<&'static OperatorDef> {
     OPERATORS.iter().find(|d| d.operator == operator)
 }
 
-/// The definition of DataFusion metric `native` of `operator` that reads its value: the
-/// operator's own, else the common one.
+/// The definitions that apply to DataFusion metric `native` of `operator`: the operator's
+/// table's if it knows the metric, else the common table's. Empty if neither knows it.
+pub fn native_defs(operator: &str, native: &str) -> Vec<&'static NativeMetricDef> {
+    let specific: Vec<_> = operator_def(operator)
+        .map(|d| d.native.iter().filter(|m| m.native == native).collect())
+        .unwrap_or_default();
+    if !specific.is_empty() {
+        return specific;
+    }
+    COMMON.iter().filter(|m| m.native == native).collect()
+}
+
+/// The definition of DataFusion metric `native` of `operator` that reads its value.
 pub fn value_def(operator: &str, native: &str) -> Option<&'static NativeMetricDef> {
-    let own = operator_def(operator).map_or(&[][..], |d| d.native);
-    own.iter()
-        .chain(COMMON)
-        .find(|d| d.native == native && d.read_as == ReadAs::Value)
+    native_defs(operator, native)
+        .into_iter()
+        .find(|d| d.read_as == ReadAs::Value)
 }
 
 /// The metrics named by a pattern, one per expression of an operator: the prefix, the
