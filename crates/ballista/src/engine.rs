@@ -27,7 +27,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::{MetricValue, MetricsSet};
 use datafusion::prelude::SessionConfig;
 use qprof_core::call_site::FunctionSite;
-use qprof_core::catalog::{self, MetricDef};
+use qprof_core::catalog::{self, MetricDef, Tally};
 use qprof_core::clock::epoch_millis;
 use qprof_core::counters::OperatorTaskCounters;
 use qprof_core::metric::{TaskRef, TaskValue};
@@ -421,7 +421,8 @@ fn for_each_shuffle_reader(
 
 /// Has each shuffle reader of `input` measure how long its consumers wait on its fetches.
 fn measure_fetch_waits(input: &Arc<dyn ExecutionPlan>) {
-    for_each_shuffle_reader(input, |exec, _| exec.measure_waits());
+    const FETCH_WAIT: Tally = Tally::of(&catalog::SHUFFLE_FETCH_WAIT_NANOS);
+    for_each_shuffle_reader(input, |exec, _| exec.measure_waits(FETCH_WAIT));
 }
 
 /// The writer's own CPU time in the task, as its input's task counters measured it: what
@@ -438,8 +439,8 @@ fn writer_cpu(input: &Arc<dyn ExecutionPlan>) -> u64 {
 /// What each shuffle reader of `input` read in the partitions it computed, as Spark counts
 /// a shuffle read: the bytes (as the writers reported them) and the blocks of its
 /// partitions' locations, local when the file is in `local_dir` (as Ballista's reader
-/// decides; `None` when it fetches every block remotely), and how long its tasks waited on
-/// its fetches.
+/// decides; `None` when it fetches every block remotely). How long its tasks waited on its
+/// fetches is a tally of the reader's own tasks.
 fn shuffle_reads(
     input: &Arc<dyn ExecutionPlan>,
     readings: &PlanReadings,
@@ -452,11 +453,6 @@ fn shuffle_reads(
         let Some(node) = readings.operators.get(&exec.node_id()) else {
             return;
         };
-        let waits: HashMap<usize, u64> = exec
-            .task_counters()
-            .into_iter()
-            .map(|(partition, task)| (partition, task.wait_nanos()))
-            .collect();
         let mut read = ShuffleRead::default();
         for (partition, _) in &node.reading.tasks {
             let task = TaskRef {
@@ -465,10 +461,7 @@ fn shuffle_reads(
                 task_id: 0,
                 partition: *partition as u32,
             };
-            let mut sums = BlockSums {
-                fetch_wait_nanos: waits.get(partition).copied().unwrap_or(0),
-                ..BlockSums::default()
-            };
+            let mut sums = BlockSums::default();
             for location in reader.partition.get(*partition).into_iter().flatten() {
                 let bytes = location.partition_stats.num_bytes().unwrap_or(0);
                 let local = local_dir.is_some_and(|dir| {
@@ -501,8 +494,6 @@ struct BlockSums {
     remote_bytes: u64,
     local_blocks: u64,
     remote_blocks: u64,
-    /// How long the task waited on the reader's fetches.
-    fetch_wait_nanos: u64,
 }
 
 /// A shuffle reader's reads: each task's value of each metric.
@@ -512,7 +503,6 @@ struct ShuffleRead {
     remote_bytes: Vec<TaskValue>,
     local_blocks: Vec<TaskValue>,
     remote_blocks: Vec<TaskValue>,
-    fetch_wait: Vec<TaskValue>,
 }
 
 impl ShuffleRead {
@@ -525,7 +515,6 @@ impl ShuffleRead {
         self.remote_bytes.push(value(sums.remote_bytes));
         self.local_blocks.push(value(sums.local_blocks));
         self.remote_blocks.push(value(sums.remote_blocks));
-        self.fetch_wait.push(value(sums.fetch_wait_nanos));
     }
 
     fn metrics(self, label: &str) -> Vec<NodeMetric> {
@@ -534,7 +523,6 @@ impl ShuffleRead {
             catalog::SHUFFLE_REMOTE_BYTES_READ.summed(label, self.remote_bytes),
             catalog::SHUFFLE_LOCAL_BLOCKS_READ.summed(label, self.local_blocks),
             catalog::SHUFFLE_REMOTE_BLOCKS_READ.summed(label, self.remote_blocks),
-            catalog::SHUFFLE_FETCH_WAIT_NANOS.summed(label, self.fetch_wait),
         ]
     }
 }

@@ -3,6 +3,7 @@
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use crate::catalog::{TALLY_SLOTS, Tally};
 use crate::io::IoCounters;
 use crate::phases::PhaseCounters;
 use crate::spill::SpillCounters;
@@ -72,8 +73,8 @@ pub struct OperatorTaskCounters {
     batches: AtomicU64,
     rows: AtomicU64,
     bytes: AtomicU64,
-    wait_nanos: AtomicU64,
     consumer_cpu_nanos: AtomicU64,
+    tallies: OnceLock<Box<TallyCounters>>,
     memory: MemoryTracker,
     io: OnceLock<Arc<IoCounters>>,
     spill: OnceLock<Arc<SpillCounters>>,
@@ -165,15 +166,15 @@ impl OperatorTaskCounters {
         }
     }
 
-    /// Counts `nanos` its consumer waited on the operator's output: from a poll that
-    /// returned pending to the next poll.
-    pub fn record_wait(&self, nanos: u64) {
-        self.wait_nanos.fetch_add(nanos, Ordering::Relaxed);
-    }
-
-    /// Time its consumer waited on the operator's output (ns), where that is measured.
-    pub fn wait_nanos(&self) -> u64 {
-        self.wait_nanos.load(Ordering::Relaxed)
+    /// Adds `n` to the task's count of the tallied metric `tally` (0 marks it counted:
+    /// an operator shows a metric its tasks counted, if only zeros).
+    #[inline]
+    pub fn tally(&self, tally: Tally, n: u64) {
+        let counters = self.tallies.get_or_init(Box::default);
+        counters
+            .touched
+            .fetch_or(1 << tally.slot(), Ordering::Relaxed);
+        counters.values[tally.slot()].fetch_add(n, Ordering::Relaxed);
     }
 
     /// Counts `nanos` of CPU time its consumer spent between two of the operator's
@@ -261,7 +262,65 @@ impl OperatorTaskCounters {
             memory_allocations: load(&self.allocations),
             started_epoch_millis: load(&self.started_epoch_millis),
             finished_epoch_millis: load(&self.finished_epoch_millis),
+            tallies: self
+                .tallies
+                .get()
+                .map_or_else(Tallies::default, |t| Tallies {
+                    touched: load(&t.touched),
+                    values: std::array::from_fn(|slot| load(&t.values[slot])),
+                }),
         }
+    }
+}
+
+/// The live counts of a task's tallied metrics, made on the first count.
+#[derive(Debug)]
+struct TallyCounters {
+    /// A bit per slot counted at least once.
+    touched: AtomicU64,
+    values: [AtomicU64; TALLY_SLOTS],
+}
+
+impl Default for TallyCounters {
+    fn default() -> Self {
+        Self {
+            touched: AtomicU64::new(0),
+            values: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+/// A task's counts of the catalog's tallied metrics ([`crate::catalog::TALLIED`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tallies {
+    touched: u64,
+    values: [u64; TALLY_SLOTS],
+}
+
+impl Default for Tallies {
+    fn default() -> Self {
+        Self {
+            touched: 0,
+            values: [0; TALLY_SLOTS],
+        }
+    }
+}
+
+impl Tallies {
+    /// The task's count of `tally`; `None` if it never counted it.
+    pub fn get(&self, tally: Tally) -> Option<u64> {
+        (self.touched & (1 << tally.slot()) != 0).then(|| self.values[tally.slot()])
+    }
+
+    /// Sets the task's count of `tally` (as read back from elsewhere).
+    pub fn set(&mut self, tally: Tally, value: u64) {
+        self.touched |= 1 << tally.slot();
+        self.values[tally.slot()] = value;
+    }
+
+    /// Each metric the task counted, with its count.
+    pub fn counted(&self) -> impl Iterator<Item = (Tally, u64)> + '_ {
+        Tally::all().filter_map(|t| self.get(t).map(|v| (t, v)))
     }
 }
 
@@ -293,6 +352,8 @@ pub struct OperatorTaskSnapshot {
     /// When the task's output ended or was dropped, in milliseconds since the Unix epoch;
     /// 0 if neither happened yet.
     pub finished_epoch_millis: u64,
+    /// Its counts of the catalog's tallied metrics.
+    pub tallies: Tallies,
 }
 
 #[cfg(test)]
@@ -356,6 +417,23 @@ mod tests {
             (s.polls, s.output_vectors, s.output_rows, s.output_bytes),
             (3, 2, 15, 150)
         );
+    }
+
+    #[test]
+    fn tallies_count_what_was_counted_and_mark_zeros() {
+        let fetch_wait = Tally::of(&crate::catalog::SHUFFLE_FETCH_WAIT_NANOS);
+        let c = OperatorTaskCounters::new();
+        assert_eq!(c.snapshot().tallies.get(fetch_wait), None);
+        c.tally(fetch_wait, 0);
+        assert_eq!(c.snapshot().tallies.get(fetch_wait), Some(0));
+        c.tally(fetch_wait, 7);
+        c.tally(fetch_wait, 5);
+        let tallies = c.snapshot().tallies;
+        assert_eq!(tallies.get(fetch_wait), Some(12));
+        assert_eq!(tallies.counted().collect::<Vec<_>>(), [(fetch_wait, 12)]);
+        let mut copy = Tallies::default();
+        copy.set(fetch_wait, 12);
+        assert_eq!(copy, tallies);
     }
 
     proptest! {

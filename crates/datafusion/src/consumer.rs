@@ -5,6 +5,7 @@
 
 use std::task::Poll;
 
+use qprof_core::catalog::Tally;
 use qprof_core::clock::ClockSource;
 use qprof_core::counters::OperatorTaskCounters;
 
@@ -21,7 +22,8 @@ fn thread_key() -> usize {
 /// [`crate::ProfiledExec::measure_waits`] and [`crate::ProfiledExec::measure_consumer_cpu`].
 #[derive(Debug, Default)]
 pub(crate) struct ConsumerMeters {
-    waits: bool,
+    /// Where waits are counted, if they are measured.
+    waits: Option<Tally>,
     consumer_cpu: bool,
     /// When the last poll returned pending (clock ticks).
     pending_since: Option<u64>,
@@ -32,8 +34,8 @@ pub(crate) struct ConsumerMeters {
 impl ConsumerMeters {
     /// Meters for a stream that measures its consumer's waits, its CPU, both, or neither
     /// (`None`: nothing to do on any poll).
-    pub(crate) fn new(waits: bool, consumer_cpu: bool) -> Option<Self> {
-        (waits || consumer_cpu).then_some(Self {
+    pub(crate) fn new(waits: Option<Tally>, consumer_cpu: bool) -> Option<Self> {
+        (waits.is_some() || consumer_cpu).then_some(Self {
             waits,
             consumer_cpu,
             ..Self::default()
@@ -45,9 +47,9 @@ impl ConsumerMeters {
     /// break (the thread's CPU clock counts only the thread's own time, whatever else the
     /// system ran meanwhile).
     pub(crate) fn poll_started(&mut self, clock: &impl ClockSource, task: &OperatorTaskCounters) {
-        if let Some(since) = self.pending_since.take() {
+        if let (Some(since), Some(tally)) = (self.pending_since.take(), self.waits) {
             let waited = clock.now_ticks().saturating_sub(since);
-            task.record_wait(clock.ticks_to_nanos(waited));
+            task.tally(tally, clock.ticks_to_nanos(waited));
         }
         if let Some((thread, cpu)) = self.handed_over.take()
             && thread == thread_key()
@@ -60,7 +62,7 @@ impl ConsumerMeters {
     /// over to the consumer.
     pub(crate) fn polled<T>(&mut self, clock: &impl ClockSource, polled: &Poll<Option<T>>) {
         match polled {
-            Poll::Pending if self.waits => self.pending_since = Some(clock.now_ticks()),
+            Poll::Pending if self.waits.is_some() => self.pending_since = Some(clock.now_ticks()),
             Poll::Ready(Some(_)) if self.consumer_cpu => {
                 self.handed_over = Some((thread_key(), clock.thread_cpu_nanos()));
             }
@@ -72,27 +74,34 @@ impl ConsumerMeters {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use qprof_core::catalog::{self, Tally};
     use qprof_core::clock::ManualClock;
+
+    const WAIT: Tally = Tally::of(&catalog::SHUFFLE_FETCH_WAIT_NANOS);
+
+    fn waited(task: &OperatorTaskCounters) -> u64 {
+        task.snapshot().tallies.get(WAIT).unwrap_or(0)
+    }
 
     #[test]
     fn a_wait_runs_from_a_pending_poll_to_the_next_poll() {
         let clock = ManualClock::new();
         let task = OperatorTaskCounters::new();
-        let mut meters = ConsumerMeters::new(true, false).unwrap();
+        let mut meters = ConsumerMeters::new(Some(WAIT), false).unwrap();
         meters.poll_started(&clock, &task);
         meters.polled(&clock, &Poll::<Option<()>>::Pending);
         clock.advance(700, 5);
         meters.poll_started(&clock, &task);
-        assert_eq!(task.wait_nanos(), 700);
+        assert_eq!(waited(&task), 700);
         // a ready poll starts no wait
         meters.polled(&clock, &Poll::Ready(Some(())));
         clock.advance(1_000, 5);
         meters.poll_started(&clock, &task);
-        assert_eq!(task.wait_nanos(), 700);
+        assert_eq!(waited(&task), 700);
         meters.polled(&clock, &Poll::<Option<()>>::Pending);
         clock.advance(50, 0);
         meters.poll_started(&clock, &task);
-        assert_eq!(task.wait_nanos(), 750);
+        assert_eq!(waited(&task), 750);
         assert_eq!(task.consumer_cpu_nanos(), 0, "not asked for");
     }
 
@@ -100,7 +109,7 @@ mod tests {
     fn the_consumers_cpu_runs_from_a_batch_to_the_next_poll_on_its_thread() {
         let clock = ManualClock::new();
         let task = OperatorTaskCounters::new();
-        let mut meters = ConsumerMeters::new(false, true).unwrap();
+        let mut meters = ConsumerMeters::new(None, true).unwrap();
         meters.polled(&clock, &Poll::Ready(Some(())));
         clock.advance(900, 300);
         meters.poll_started(&clock, &task);
@@ -113,14 +122,14 @@ mod tests {
         clock.advance(900, 300);
         meters.poll_started(&clock, &task);
         assert_eq!(task.consumer_cpu_nanos(), 300);
-        assert_eq!(task.wait_nanos(), 0, "not asked for");
+        assert_eq!(waited(&task), 0, "not asked for");
     }
 
     #[test]
     fn a_batch_taken_up_on_another_thread_counts_no_cpu() {
         let clock = ManualClock::new();
         let task = OperatorTaskCounters::new();
-        let mut meters = ConsumerMeters::new(false, true).unwrap();
+        let mut meters = ConsumerMeters::new(None, true).unwrap();
         meters.polled(&clock, &Poll::Ready(Some(())));
         clock.advance(900, 300);
         std::thread::scope(|s| {
@@ -131,6 +140,6 @@ mod tests {
 
     #[test]
     fn nothing_asked_for_needs_no_meters() {
-        assert!(ConsumerMeters::new(false, false).is_none());
+        assert!(ConsumerMeters::new(None, false).is_none());
     }
 }

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use datafusion::execution::runtime_env::RuntimeEnv;
+use qprof_core::catalog::Tally;
 use qprof_core::counters::{MemoryTracker, OperatorTaskCounters};
 use qprof_core::phases::JoinPhase;
 
@@ -117,8 +118,8 @@ pub(crate) struct OperatorCounters {
     pub(crate) join_input: OnceLock<JoinPhase>,
     /// For a file scan or sink: the runtime it ran in (its caches are read after the run).
     pub(crate) runtime: OnceLock<Arc<RuntimeEnv>>,
-    /// Whether its tasks measure how long their consumers wait on them.
-    pub(crate) measures_waits: AtomicBool,
+    /// Where its tasks count how long their consumers wait on them, if they measure it.
+    pub(crate) waits_tally: OnceLock<Tally>,
     /// Whether its tasks measure their consumers' CPU time between batches.
     pub(crate) measures_consumer_cpu: AtomicBool,
 }
@@ -140,7 +141,7 @@ impl OperatorCounters {
             join: OnceLock::new(),
             join_input: OnceLock::new(),
             runtime: OnceLock::new(),
-            measures_waits: AtomicBool::new(false),
+            waits_tally: OnceLock::new(),
             measures_consumer_cpu: AtomicBool::new(false),
         }
     }

@@ -38,6 +38,7 @@ use datafusion::physical_plan::{
 };
 use futures::{Stream, StreamExt};
 use qprof_core::attribution;
+use qprof_core::catalog::Tally;
 use qprof_core::clock::{SystemClock, epoch_millis};
 use qprof_core::counters::OperatorTaskCounters;
 use qprof_core::io::IoCounters;
@@ -97,11 +98,12 @@ impl ProfiledExec {
         &self.stats
     }
 
-    /// From its next task on, measures how long the operator's consumer waits on it: the
-    /// time from a poll that returned pending to the next poll (for a shuffle reader, its
-    /// fetch wait). Read with [`OperatorTaskCounters::wait_nanos`].
-    pub fn measure_waits(&self) {
-        self.stats.measures_waits.store(true, Ordering::Relaxed);
+    /// From its next task on, measures how long the operator's consumer waits on it (the
+    /// time from a poll that returned pending to the next poll: for a shuffle reader, its
+    /// fetch wait) and counts it as `tally`, which every task then shows; the first call
+    /// decides.
+    pub fn measure_waits(&self, tally: Tally) {
+        let _ = self.stats.waits_tally.set(tally);
     }
 
     /// From its next task on, measures the CPU time the operator's consumer spends between
@@ -267,8 +269,12 @@ impl ExecutionPlan for ProfiledExec {
             let _frame = attribution::enter(&SystemClock, &task);
             self.inner.execute(partition, context)?
         };
+        let waits = self.stats.waits_tally.get().copied();
+        if let Some(tally) = waits {
+            task.tally(tally, 0);
+        }
         let meters = ConsumerMeters::new(
-            self.stats.measures_waits.load(Ordering::Relaxed),
+            waits,
             self.stats.measures_consumer_cpu.load(Ordering::Relaxed),
         );
         Ok(Box::pin(ProfiledStream {

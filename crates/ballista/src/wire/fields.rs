@@ -1,7 +1,8 @@
 //! The layouts of the records a reading packs: for each kind of snapshot, one table of its
 //! numbers in wire order, each with how to read it and how to write it back. Packing and
-//! unpacking both walk the same table, so they cannot disagree; a new counter is one line
-//! here (and a new pack version, `PACK_PREFIX`, as the record grows).
+//! unpacking both walk the same table, so they cannot disagree; a new member of a snapshot
+//! is one line here (and a new pack version, `PACK_PREFIX`, as the record grows). A
+//! tallied metric needs neither: it crosses by name.
 
 use qprof_core::counters::OperatorTaskSnapshot;
 use qprof_core::io::IoSnapshot;
@@ -129,6 +130,9 @@ pub(super) const TASK: Layout<TaskFigures> = layout!(TaskFigures:
     memory.rss_bytes,
     memory.virtual_bytes,
 );
+
+/// The most tallies a packed counters record may claim (as many as a task can count).
+pub(super) const MAX_TALLIES: u64 = qprof_core::catalog::TALLY_SLOTS as u64;
 
 /// The most concurrency buckets a packed I/O record may claim (a damaged count must not
 /// make the reader allocate without bound).

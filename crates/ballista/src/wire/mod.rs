@@ -10,12 +10,13 @@
 //! Each operator's set gets one such metric per partition its values belong to (Ballista
 //! maps a task's local partition to the stage's, so the scheduler reads them by the
 //! stage's partition), whose name packs every value of that partition:
-//! `qprof-pack:3:` then records, each a letter and its fields, text as `<bytes>:<text>`
+//! `qprof-pack:4:` then records, each a letter and its fields, text as `<bytes>:<text>`
 //! and numbers as `<decimal>,`:
 //!
 //! - the operator's reading, unnamed: the scheduler names it as a local profile does
 //!   ([`qprof_datafusion::operator_metrics`]), so an executor formats no name at all:
-//!   - `o` a task's counters (in the group of no partition, spawned work),
+//!   - `o` a task's counters (in the group of no partition, spawned work), then the
+//!     number of metrics it tallied and each one's name and count,
 //!   - `i` its I/O (its counters, the read concurrency's average as the bits of an `f64`,
 //!     its sample count, the number of buckets and each bucket, the read rate's bits),
 //!   - `s` its spilling, `j` a join's two phases,
@@ -34,7 +35,7 @@
 //! `fields.rs`, in order: one table each, which packing and unpacking both read.
 //!
 //! DataFusion's own metrics are not packed: Ballista ships them in the same sets, by
-//! partition, and the scheduler names them. Version 2 shipped qprof's metrics named, as
+//! partition, and the scheduler names them. Version 3 had no tallies; version 2 shipped qprof's metrics named, as
 //! `m` records; version 1 packed DataFusion's too.
 //!
 //! One metric per operator and partition, where one per value would be hundreds per task:
@@ -45,6 +46,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use datafusion::physical_plan::metrics::{Count, Metric, MetricValue, MetricsSet};
+use qprof_core::catalog::Tally;
 use qprof_core::counters::OperatorTaskSnapshot;
 use qprof_core::executor_memory::MemorySample;
 use qprof_core::io::IoSnapshot;
@@ -58,13 +60,15 @@ use qprof_datafusion::OperatorReading;
 
 mod fields;
 
-use fields::{COUNTERS, IO, Layout, MAX_BUCKETS, PHASE, SPILL, TASK, from_values, values};
+use fields::{
+    COUNTERS, IO, Layout, MAX_BUCKETS, MAX_TALLIES, PHASE, SPILL, TASK, from_values, values,
+};
 
 /// The prefix of every metric name qprof puts on the wire.
 pub const PREFIX: &str = "qprof";
 /// The prefix of a metric that packs qprof's values of one operator and partition,
 /// with the format's version.
-pub const PACK_PREFIX: &str = "qprof-pack:3:";
+pub const PACK_PREFIX: &str = "qprof-pack:4:";
 
 /// Whether a metric named `name` is one of qprof's (not the operator's own).
 pub fn is_qprof_metric(name: &str) -> bool {
@@ -197,15 +201,16 @@ impl Packer {
     /// Adds an operator's reading, each value under the partition it belongs to (spawned
     /// work, and what planning pruned, under none).
     pub fn reading(&mut self, reading: &OperatorReading) {
-        for (partition, s) in &reading.tasks {
-            let out = self.group(Some(*partition));
+        let tasks = reading.tasks.iter().map(|(p, s)| (Some(*p), s));
+        for (partition, s) in tasks.chain(reading.spawned.iter().map(|s| (None, s))) {
+            let out = self.group(partition);
             out.push('o');
             record(out, COUNTERS, s);
-        }
-        for s in &reading.spawned {
-            let out = self.group(None);
-            out.push('o');
-            record(out, COUNTERS, s);
+            number(out, s.tallies.counted().count() as u64);
+            for (tally, value) in s.tallies.counted() {
+                text(out, tally.def().name);
+                number(out, value);
+            }
         }
         for (partition, s) in &reading.io {
             let out = self.group(*partition);
@@ -374,6 +379,24 @@ impl<'a> Unpacker<'a> {
         })
     }
 
+    /// A task's counters: those of the layout, then its tallies by name (one this build
+    /// does not tally is skipped).
+    fn counters(&mut self) -> Option<OperatorTaskSnapshot> {
+        let mut counters = self.record(COUNTERS)?;
+        let tallied = self.number()?;
+        if tallied > MAX_TALLIES {
+            return None;
+        }
+        for _ in 0..tallied {
+            let name = self.text()?;
+            let value = self.number()?;
+            if let Some(tally) = Tally::named(name) {
+                counters.tallies.set(tally, value);
+            }
+        }
+        Some(counters)
+    }
+
     /// The next record; `None` at the end or at anything malformed (the rest is skipped).
     fn next_record(&mut self) -> Option<Record<'a>> {
         let mut chars = self.rest.chars();
@@ -403,7 +426,7 @@ impl<'a> Unpacker<'a> {
                 })
             }
             't' => self.record(TASK).map(Record::Task),
-            'o' => self.record(COUNTERS).map(Record::Counters),
+            'o' => self.counters().map(Record::Counters),
             'i' => self.io().map(Record::Io),
             's' => self.record(SPILL).map(Record::Spill),
             'j' => {

@@ -2,6 +2,7 @@
 use super::*;
 use datafusion::physical_plan::metrics::CustomMetricValue;
 use proptest::prelude::*;
+use qprof_core::counters::Tallies;
 use qprof_core::metric::{TaskRef, TaskValue};
 
 /// A `T` whose numbers in `layout` are `numbers`.
@@ -431,6 +432,8 @@ fn every_member_of_each_snapshot_crosses() {
         memory_allocations: 10,
         started_epoch_millis: 11,
         finished_epoch_millis: 12,
+        // tallies cross by name, after the layout's numbers: see the test below
+        tallies: Tallies::default(),
     };
     assert_eq!(round_trip(COUNTERS, &counters), counters);
     let spill = SpillSnapshot {
@@ -468,4 +471,30 @@ fn every_member_of_each_snapshot_crosses() {
         },
     };
     assert_eq!(round_trip(TASK, &figures), figures);
+}
+
+/// Every tallied metric a task counted crosses with its task's counters, zeros included,
+/// for an output task and for spawned work alike; one it did not count stays uncounted.
+#[test]
+fn tallies_cross_by_name() {
+    let mut counted = Tallies::default();
+    for (n, tally) in qprof_core::catalog::Tally::all().enumerate() {
+        counted.set(tally, n as u64 * 1_000);
+    }
+    let task = OperatorTaskSnapshot {
+        polls: 3,
+        tallies: counted,
+        ..OperatorTaskSnapshot::default()
+    };
+    let reading = OperatorReading {
+        tasks: vec![(2, task), (4, OperatorTaskSnapshot::default())],
+        spawned: vec![task],
+        ..OperatorReading::default()
+    };
+    let mut packer = Packer::new();
+    packer.reading(&reading);
+    let decoded = decode(&on_scheduler(packer.finish(), |p| p));
+    assert_eq!(decoded.reading.tasks, reading.tasks);
+    assert_eq!(decoded.reading.spawned, reading.spawned);
+    assert_eq!(decoded.reading.tasks[1].1.tallies.counted().count(), 0);
 }

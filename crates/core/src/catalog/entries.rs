@@ -487,6 +487,12 @@ pub const SHUFFLE_WRITE_NANOS: MetricDef = def(
     "Time the writer spent encoding and writing its shuffle files, as Ballista times it (Spark's shuffle write time).",
 );
 
+/// The metrics an operator task counts by their entry ([`super::Tally`]): whatever counts
+/// one calls `OperatorTaskCounters::tally`, and the profile, the wire and the event log
+/// carry it with no code of their own. One of family `Every` is shown on every operator,
+/// at 0 where nothing counted it; any other only on operators whose tasks counted it.
+pub const TALLIED: &[&MetricDef] = &[&SHUFFLE_FETCH_WAIT_NANOS];
+
 /// Every metric of the catalog, family by family, each in display order.
 pub static ALL: &[&MetricDef] = &[
     &WALL_NANOS,

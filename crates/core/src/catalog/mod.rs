@@ -208,6 +208,67 @@ impl MetricDef {
     }
 }
 
+/// A metric an operator task counts by its entry: its place among [`TALLIED`]. Made at
+/// compile time where it is counted (`const FOO: Tally = Tally::of(&catalog::FOO);`), which
+/// fails to build for a metric that is not tallied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tally(usize);
+
+/// How many metrics are tallied: the slots of an operator task's tallies.
+pub const TALLY_SLOTS: usize = TALLIED.len();
+
+const _: () = assert!(TALLY_SLOTS <= 64, "a task's tallies are marked in one u64");
+
+impl Tally {
+    /// The tally of `def`; does not build (or panics) if `def` is not in [`TALLIED`].
+    pub const fn of(def: &MetricDef) -> Tally {
+        let mut slot = 0;
+        while slot < TALLIED.len() {
+            if same_name(TALLIED[slot].name, def.name) {
+                return Tally(slot);
+            }
+            slot += 1;
+        }
+        panic!("the metric is not in catalog::TALLIED")
+    }
+
+    /// The tally of the metric named `name`, if it is tallied.
+    pub fn named(name: &str) -> Option<Tally> {
+        TALLIED.iter().position(|d| d.name == name).map(Tally)
+    }
+
+    /// Every tally, in [`TALLIED`]'s order.
+    pub fn all() -> impl Iterator<Item = Tally> {
+        (0..TALLY_SLOTS).map(Tally)
+    }
+
+    /// Its place among [`TALLIED`].
+    pub const fn slot(self) -> usize {
+        self.0
+    }
+
+    /// Its catalog entry.
+    pub fn def(self) -> &'static MetricDef {
+        TALLIED[self.0]
+    }
+}
+
+/// `a == b`, at compile time.
+const fn same_name(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 /// The metric named `name`, if the catalog has it.
 pub fn find(name: &str) -> Option<&'static MetricDef> {
     ALL.iter().copied().find(|d| d.name == name)
@@ -291,6 +352,18 @@ mod tests {
             );
             assert!(!def.display.is_empty(), "{}", def.name);
         }
+    }
+
+    #[test]
+    fn tallies_are_summed_catalog_metrics_found_by_name() {
+        for tally in Tally::all() {
+            let def = tally.def();
+            assert!(find(def.name).is_some(), "{} is not in ALL", def.name);
+            assert_eq!(def.aggregation, Aggregation::Sum, "{}", def.name);
+            assert_eq!(Tally::named(def.name), Some(tally));
+            assert_eq!(Tally::of(def), tally);
+        }
+        assert_eq!(Tally::named("wallNanos"), None);
     }
 
     #[test]

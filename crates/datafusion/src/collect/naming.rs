@@ -2,7 +2,7 @@
 //! values task by task.
 
 use datafusion::physical_plan::ExecutionPlan;
-use qprof_core::catalog::{self, MetricDef};
+use qprof_core::catalog::{self, Family, MetricDef, Tally};
 use qprof_core::counters::OperatorTaskSnapshot;
 use qprof_core::io::{CONCURRENCY_BUCKETS, IoSnapshot};
 use qprof_core::metric::{TaskRef, TaskValue};
@@ -126,7 +126,8 @@ fn spill_metrics(reading: &OperatorReading, label: &str, task_of: TaskOf<'_>) ->
     summed_over_tasks(SPILL_METRICS, label, &reading.spill, task_of)
 }
 
-/// The base metrics every wrapped operator has, one value per task.
+/// The base metrics every wrapped operator has, then the tallied metrics its tasks counted
+/// (and those every operator has), one value per task.
 fn base_metrics(reading: &OperatorReading, label: &str, task_of: TaskOf<'_>) -> Vec<NodeMetric> {
     // spawned work belongs to no output task: it is reported without one, as Spark
     // reports driver-side values
@@ -136,7 +137,7 @@ fn base_metrics(reading: &OperatorReading, label: &str, task_of: TaskOf<'_>) -> 
         .map(|(p, s)| (task_of(*p), s))
         .chain(reading.spawned.iter().map(|s| (None, s)))
         .collect();
-    let series = |def: &MetricDef, read: fn(&OperatorTaskSnapshot) -> u64| {
+    let series = |def: &MetricDef, read: &dyn Fn(&OperatorTaskSnapshot) -> u64| {
         let values = snapshots
             .iter()
             .map(|(task, s)| TaskValue {
@@ -146,7 +147,7 @@ fn base_metrics(reading: &OperatorReading, label: &str, task_of: TaskOf<'_>) -> 
             .collect();
         def.summed(label, values)
     };
-    let mut peak = series(&catalog::PEAK_MEMORY_BYTES, |s| s.peak_memory_bytes);
+    let mut peak = series(&catalog::PEAK_MEMORY_BYTES, &|s| s.peak_memory_bytes);
     // the operator's true peak, not the sum of its tasks' peaks (nor, where it is not
     // known, more than the largest task's)
     peak.value = match reading.peak {
@@ -154,18 +155,27 @@ fn base_metrics(reading: &OperatorReading, label: &str, task_of: TaskOf<'_>) -> 
         None => peak.tasks.iter().map(|v| v.value).max().unwrap_or(0),
     };
     vec![
-        series(&catalog::WALL_NANOS, |s| s.wall_nanos),
-        series(&catalog::SELF_WALL_NANOS, |s| s.self_wall_nanos),
-        series(&catalog::CPU_NANOS, |s| s.cpu_nanos),
-        series(&catalog::SELF_CPU_NANOS, |s| s.self_cpu_nanos),
-        series(&catalog::CPU_COUNT, |s| s.output_vectors),
-        series(&catalog::OUTPUT_ROWS, |s| s.output_rows),
-        series(&catalog::OUTPUT_VECTORS, |s| s.output_vectors),
-        series(&catalog::OUTPUT_BYTES, |s| s.output_bytes),
+        series(&catalog::WALL_NANOS, &|s| s.wall_nanos),
+        series(&catalog::SELF_WALL_NANOS, &|s| s.self_wall_nanos),
+        series(&catalog::CPU_NANOS, &|s| s.cpu_nanos),
+        series(&catalog::SELF_CPU_NANOS, &|s| s.self_cpu_nanos),
+        series(&catalog::CPU_COUNT, &|s| s.output_vectors),
+        series(&catalog::OUTPUT_ROWS, &|s| s.output_rows),
+        series(&catalog::OUTPUT_VECTORS, &|s| s.output_vectors),
+        series(&catalog::OUTPUT_BYTES, &|s| s.output_bytes),
         peak,
-        series(&catalog::NUM_MEMORY_ALLOCATIONS, |s| s.memory_allocations),
-        series(&catalog::NUM_POLLS, |s| s.polls),
+        series(&catalog::NUM_MEMORY_ALLOCATIONS, &|s| s.memory_allocations),
+        series(&catalog::NUM_POLLS, &|s| s.polls),
     ]
+    .into_iter()
+    .chain(Tally::all().filter_map(|tally| {
+        let counted = snapshots
+            .iter()
+            .any(|(_, s)| s.tallies.get(tally).is_some());
+        (counted || tally.def().family == Family::Every)
+            .then(|| series(tally.def(), &|s| s.tallies.get(tally).unwrap_or(0)))
+    }))
+    .collect()
 }
 
 /// An I/O metric summed over tasks.
