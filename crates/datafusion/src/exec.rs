@@ -38,7 +38,7 @@ use datafusion::physical_plan::{
 };
 use futures::{Stream, StreamExt};
 use qprof_core::attribution;
-use qprof_core::catalog::Tally;
+use qprof_core::catalog::{self, Tally};
 use qprof_core::clock::{SystemClock, epoch_millis};
 use qprof_core::counters::OperatorTaskCounters;
 use qprof_core::io::IoCounters;
@@ -394,6 +394,8 @@ struct JoinFeed {
     side: JoinPhase,
 }
 
+const PENDING_POLLS: Tally = Tally::of(&catalog::PENDING_POLLS);
+
 /// The output stream of one task of a profiled operator.
 struct ProfiledStream {
     /// Dropped in `Drop`, inside a frame: tearing down an operator is its own work.
@@ -461,7 +463,7 @@ impl Stream for ProfiledStream {
             }
             Poll::Ready(Some(Err(e))) => this.task.record_error(|| error_line(e)),
             Poll::Ready(None) => finish(&this.task),
-            Poll::Pending => {}
+            Poll::Pending => this.task.tally(PENDING_POLLS, 1),
         }
         // last: what follows is the consumer's
         if let Some(meters) = &mut this.meters {

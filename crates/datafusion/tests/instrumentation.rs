@@ -15,6 +15,7 @@ use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use qprof_core::alloc::CountingAllocator;
+use qprof_core::catalog;
 use qprof_core::clock::process_cpu_nanos;
 use qprof_core::profile::{ProfileNode, QueryProfile, names};
 use qprof_datafusion::ProfilingSession;
@@ -159,6 +160,7 @@ fn check_profile(q: usize, p: &QueryProfile) -> i64 {
             node.name
         );
         assert!(value(node, names::SELF_WALL_NANOS) <= value(node, names::WALL_NANOS));
+        check_polls(q, node);
         self_cpu += value(node, names::SELF_CPU_NANOS);
         check_consumption(q, node);
         let builds_then_probes = matches!(
@@ -175,6 +177,34 @@ fn check_profile(q: usize, p: &QueryProfile) -> i64 {
     }
     assert!(self_cpu > 0, "q{q}: no CPU recorded");
     self_cpu
+}
+
+/// Each task's polls are its batches, its pending polls and at most one more (its end).
+fn check_polls(q: usize, node: &ProfileNode) {
+    let tasks = |name: &str| {
+        node.metric(name)
+            .unwrap_or_else(|| panic!("#{} lacks {name}", node.id))
+            .tasks
+            .clone()
+    };
+    let pending = tasks(catalog::PENDING_POLLS.name);
+    for ((polls, batches), pending) in tasks(names::NUM_POLLS)
+        .iter()
+        .zip(tasks(names::OUTPUT_VECTORS))
+        .zip(pending)
+    {
+        assert_eq!((polls.task, batches.task), (pending.task, pending.task));
+        let rest = polls.value - batches.value - pending.value;
+        assert!(
+            (0..=1).contains(&rest),
+            "q{q}: #{} {}: {} polls, {} batches, {} pending",
+            node.id,
+            node.name,
+            polls.value,
+            batches.value,
+            pending.value
+        );
+    }
 }
 
 /// Where a parent reports how many rows it consumed, they are its child's output rows.
@@ -363,6 +393,7 @@ fn check_stages(q: usize, p: &QueryProfile) {
 async fn every_operator_has_consistent_base_metrics() {
     let (_, profiled) = sessions().await;
     let (mut stage_ids, mut task_ids) = (BTreeSet::new(), BTreeSet::new());
+    let mut pending_polls = 0;
     for q in 1..=qprof_tpch::QUERY_COUNT {
         let sql = qprof_tpch::query(q).unwrap();
         let cpu_before = process_cpu_nanos();
@@ -375,6 +406,12 @@ async fn every_operator_has_consistent_base_metrics() {
             "q{q}: operators' self cpu {self_cpu} > process cpu {process_cpu}"
         );
         check_stages(q, &run.profile);
+        pending_polls += run
+            .profile
+            .plan
+            .iter()
+            .map(|n| value(n, catalog::PENDING_POLLS.name))
+            .sum::<i64>();
         // ids are unique across the queries of a session, as in one Spark application
         for stage in &run.profile.stages {
             assert!(
@@ -391,6 +428,8 @@ async fn every_operator_has_consistent_base_metrics() {
             }
         }
     }
+    // two worker threads hand batches across exchanges: some polls find none ready
+    assert!(pending_polls > 0, "no pending poll in 22 queries");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -128,6 +128,16 @@ pub const NUM_POLLS: MetricDef = def(
     "Polls of the operator's output stream, those that returned pending included.",
 );
 
+/// Polls that found no batch ready.
+pub const PENDING_POLLS: MetricDef = def(
+    "pendingPolls",
+    "number of pending polls of {op}",
+    Count,
+    Every,
+    Sum,
+    "Polls of the operator's output stream that returned pending (no batch ready yet, its consumer woken later): numPolls less the batches and the task's last poll.",
+);
+
 // ---- file scans ----
 
 /// Read requests.
@@ -491,7 +501,7 @@ pub const SHUFFLE_WRITE_NANOS: MetricDef = def(
 /// one calls `OperatorTaskCounters::tally`, and the profile, the wire and the event log
 /// carry it with no code of their own. One of family `Every` is shown on every operator,
 /// at 0 where nothing counted it; any other only on operators whose tasks counted it.
-pub const TALLIED: &[&MetricDef] = &[&SHUFFLE_FETCH_WAIT_NANOS];
+pub const TALLIED: &[&MetricDef] = &[&PENDING_POLLS, &SHUFFLE_FETCH_WAIT_NANOS];
 
 /// Every metric of the catalog, family by family, each in display order.
 pub static ALL: &[&MetricDef] = &[
@@ -506,6 +516,7 @@ pub static ALL: &[&MetricDef] = &[
     &PEAK_MEMORY_BYTES,
     &NUM_MEMORY_ALLOCATIONS,
     &NUM_POLLS,
+    &PENDING_POLLS,
     &READ_REQUESTS,
     &READ_BYTES,
     &STORAGE_READ_BYTES,
