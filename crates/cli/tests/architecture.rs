@@ -229,3 +229,87 @@ fn every_source_file_starts_with_a_doc_line() {
     assert!(count > 10, "found only {count} source files");
     assert!(bad.is_empty(), "files without a leading //! line: {bad:?}");
 }
+
+/// Spark's own REST fields that share a name with a metric of qprof's: the REST answers
+/// spell them as Spark does.
+const SPARK_REST_FIELDS: &[&str] = &[
+    "outputBytes",
+    "readBytes",
+    "shuffleLocalBytesRead",
+    "shuffleRemoteBytesRead",
+];
+
+/// The quoted words of `text` (`"word"`) that name a metric of the catalog.
+fn metric_names_quoted(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (at, _) in text.match_indices('"') {
+        let rest = &text[at + 1..];
+        let word: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .collect();
+        if !word.is_empty()
+            && rest[word.len()..].starts_with('"')
+            && qprof_core::catalog::describe(&word).is_some()
+            && !SPARK_REST_FIELDS.contains(&word.as_str())
+        {
+            found.push(word);
+        }
+    }
+    found
+}
+
+/// A metric is named in the catalog and read from it everywhere else: no library source
+/// or page script spells a metric's name (tests aside, which check the names).
+#[test]
+fn no_metric_name_is_spelled_outside_the_catalog() {
+    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs" || e == "js") {
+                out.push(path);
+            }
+        }
+    }
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut files = Vec::new();
+    for krate in std::fs::read_dir(crates).unwrap() {
+        let krate = krate.unwrap().path();
+        for sub in ["src", "ui"] {
+            if krate.join(sub).is_dir() {
+                walk(&krate.join(sub), &mut files);
+            }
+        }
+    }
+    let catalog = crates.join("core/src/catalog");
+    let mut spelled = Vec::new();
+    for path in &files {
+        if path.starts_with(&catalog) || path.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(path).unwrap();
+        // a file's unit tests follow its code
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for name in metric_names_quoted(code) {
+            let file = path.strip_prefix(crates).unwrap().display();
+            spelled.push(format!("{file}: {name}"));
+        }
+    }
+    assert!(files.len() > 100, "found only {} files", files.len());
+    assert!(
+        spelled.is_empty(),
+        "metric names spelled outside the catalog (use the catalog's entry or \
+         profile::names): {spelled:#?}"
+    );
+}
+
+#[test]
+fn the_name_check_sees_quoted_metric_names() {
+    assert_eq!(
+        metric_names_quoted(r#"m.name == "selfCpuNanos" || k == "rowGroupsKeptByStatistics""#),
+        ["selfCpuNanos", "rowGroupsKeptByStatistics"]
+    );
+    assert!(metric_names_quoted(r#""outputBytes", "queryCpuNanos", "selfCpu""#).is_empty());
+}

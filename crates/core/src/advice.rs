@@ -158,7 +158,7 @@ fn bottleneck(profile: &QueryProfile, out: &mut Vec<Finding>) {
             nanos(own),
             nanos(total)
         ),
-        numbers: vec![("selfCpuNanos", own), ("queryCpuNanos", total)],
+        numbers: vec![(names::SELF_CPU_NANOS, own), ("queryCpuNanos", total)],
     });
 }
 
@@ -232,9 +232,9 @@ fn spill(node: &ProfileNode, out: &mut Vec<Finding>) {
             tasks
         ),
         numbers: vec![
-            ("spillWrittenBytes", bytes),
-            ("spillFilesCreated", files),
-            ("spilledPartitions", partitions),
+            (names::SPILL_WRITTEN_BYTES, bytes),
+            (names::SPILL_FILES_CREATED, files),
+            (names::SPILLED_PARTITIONS, partitions),
         ],
     });
 }
@@ -277,7 +277,7 @@ fn io_bound(profile: &QueryProfile, node: &ProfileNode, out: &mut Vec<Finding>) 
             nanos(tasks),
             format::bytes(value(node, names::READ_BYTES))
         ),
-        numbers: vec![("ioWaitNanos", wait), ("stageTaskNanos", tasks)],
+        numbers: vec![(names::IO_WAIT_NANOS, wait), ("stageTaskNanos", tasks)],
     });
     let requests = value(node, names::READ_REQUESTS);
     let Some(concurrency) = node.value(names::AVERAGE_READ_CONCURRENCY) else {
@@ -299,7 +299,7 @@ fn io_bound(profile: &QueryProfile, node: &ProfileNode, out: &mut Vec<Finding>) 
             ),
             numbers: vec![
                 ("averageReadConcurrencyTenths", concurrency),
-                ("numReadRequests", requests),
+                (names::READ_REQUESTS, requests),
             ],
         });
     }
@@ -335,7 +335,7 @@ fn dominating_function(profile: &QueryProfile, out: &mut Vec<Finding>) {
                 nanos(cpu),
                 nanos(own)
             ),
-            numbers: vec![("functionCpuNanos", cpu), ("selfCpuNanos", own)],
+            numbers: vec![("functionCpuNanos", cpu), (names::SELF_CPU_NANOS, own)],
         });
     }
 }
@@ -366,7 +366,7 @@ fn unused_dynamic_filters(profile: &QueryProfile, out: &mut Vec<Finding>) {
                 node.name,
                 if produced == 1 { "" } else { "s" }
             ),
-            numbers: vec![("numDynamicFiltersProduced", produced)],
+            numbers: vec![(names::DYNAMIC_FILTERS_PRODUCED, produced)],
         });
     }
 }
@@ -411,7 +411,7 @@ fn unselective_filters(profile: &QueryProfile, out: &mut Vec<Finding>) {
             numbers: vec![
                 ("scanOutputRows", read),
                 ("filterOutputRows", kept),
-                ("selfCpuNanos", value(filter, names::SELF_CPU_NANOS)),
+                (names::SELF_CPU_NANOS, value(filter, names::SELF_CPU_NANOS)),
             ],
         });
     }

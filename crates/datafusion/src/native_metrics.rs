@@ -265,9 +265,9 @@ pub(crate) fn native_metrics<'a>(
 
 /// Row groups skipped after statistics kept them, by the stage that skipped them.
 const ROW_GROUPS_SKIPPED_LATER: [&str; 3] = [
-    "rowGroupsSkippedByBloomFilter",
-    "rowGroupsSkippedByLimit",
-    "rowGroupsSkippedByDynamicFilter",
+    names::ROW_GROUPS_SKIPPED_BY_BLOOM_FILTER,
+    names::ROW_GROUPS_SKIPPED_BY_LIMIT,
+    names::ROW_GROUPS_SKIPPED_BY_DYNAMIC_FILTER,
 ];
 
 /// The seed's row-group totals of a Parquet scan, task by task: `skippedStrides`, row
@@ -280,7 +280,7 @@ pub(crate) fn add_stride_totals(metrics: &mut Vec<NodeMetric>) {
     }
     let Some(kept_by_statistics) = metrics
         .iter()
-        .find(|m| m.name == "rowGroupsKeptByStatistics")
+        .find(|m| m.name == names::ROW_GROUPS_KEPT_BY_STATISTICS)
         .map(|m| m.tasks.clone())
     else {
         return;
@@ -299,7 +299,7 @@ pub(crate) fn add_stride_totals(metrics: &mut Vec<NodeMetric>) {
             .map(|v| v.value)
             .sum()
     };
-    let skipped_by_statistics = by_task("rowGroupsSkippedByStatistics");
+    let skipped_by_statistics = by_task(names::ROW_GROUPS_SKIPPED_BY_STATISTICS);
     let skipped_later: Vec<Vec<TaskValue>> = ROW_GROUPS_SKIPPED_LATER
         .iter()
         .map(|n| by_task(n))

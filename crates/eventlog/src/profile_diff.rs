@@ -186,11 +186,11 @@ impl QueryDiff {
                     "name": o.name,
                     "matched": o.matched.as_str(),
                     "regressed": o.regressed,
-                    "selfCpuNanos": [o.self_cpu.0, o.self_cpu.1],
+                    (names::SELF_CPU_NANOS): [o.self_cpu.0, o.self_cpu.1],
                     "selfCpuChangePercent": change_percent(o.self_cpu.0, o.self_cpu.1),
-                    "outputRows": [o.rows.0, o.rows.1],
-                    "peakMemoryBytes": [o.peak_memory.0, o.peak_memory.1],
-                    "spillWrittenBytes": [o.spilled.0, o.spilled.1],
+                    (names::OUTPUT_ROWS): [o.rows.0, o.rows.1],
+                    (names::PEAK_MEMORY_BYTES): [o.peak_memory.0, o.peak_memory.1],
+                    (names::SPILL_WRITTEN_BYTES): [o.spilled.0, o.spilled.1],
                 })
             })
             .collect();

@@ -416,6 +416,7 @@ fn metric_catalog_json() -> Value {
             "native": d.native,
             "readAs": d.read_as.as_str(),
             "description": d.description,
+            "onPlanGraph": d.name != datafusion::ELAPSED_COMPUTE_NANOS,
         })
     };
     json!({
@@ -427,6 +428,7 @@ fn metric_catalog_json() -> Value {
             "family": d.family.title(),
             "aggregation": d.aggregation.as_str(),
             "description": d.description,
+            "onPlanGraph": !catalog::PANEL_ONLY.contains(d),
         })).collect::<Vec<_>>(),
         "datafusion": {
             "common": datafusion::COMMON.iter().map(native).collect::<Vec<_>>(),

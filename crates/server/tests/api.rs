@@ -455,7 +455,12 @@ async fn the_metric_catalog_is_served_whole() {
         assert_eq!(got["displayName"], def.display);
         assert_eq!(got["kind"], def.kind.as_str());
         assert_eq!(got["description"], def.description);
+        assert_eq!(got["onPlanGraph"], !catalog::PANEL_ONLY.contains(def));
     }
+    let on_graph = |m: &serde_json::Value| m["onPlanGraph"].as_bool().unwrap();
+    assert!(!on_graph(&metrics[0]), "wallNanos is left to the panel");
+    let output_rows = metrics.iter().find(|m| m["name"] == "outputRows").unwrap();
+    assert!(on_graph(output_rows));
     let operators = body["datafusion"]["operators"].as_array().unwrap();
     assert_eq!(operators.len(), datafusion::OPERATORS.len());
     for (got, op) in operators.iter().zip(datafusion::OPERATORS) {

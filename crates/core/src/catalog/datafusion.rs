@@ -86,7 +86,7 @@ use ReadAs::{Matched, Pruned, RatioPercent, RatioTotal, Value};
 /// DataFusion metrics shared by many operators.
 #[rustfmt::skip]
 pub const COMMON: &[NativeMetricDef] = &[
-    def("elapsed_compute", Value, "elapsedComputeNanos", "elapsed compute of {op}", NsTiming, "The operator's CPU-bound time as DataFusion times it (its own timer, which may include work of its inputs)."),
+    def("elapsed_compute", Value, ELAPSED_COMPUTE_NANOS, "elapsed compute of {op}", NsTiming, "The operator's CPU-bound time as DataFusion times it (its own timer, which may include work of its inputs)."),
     def("spill_count", Value, "spilledFiles", "total spilled files", Sum, "Spill files DataFusion counted for the operator."),
     def("spilled_bytes", Value, "spilledBytes", "bytes written for spilling", Size, "Bytes DataFusion counted as written for spilling."),
     def("spilled_rows", Value, "spilledRows", "total rows written for spilling", Sum, "Rows DataFusion counted as written for spilling."),
@@ -120,6 +120,24 @@ const BUILD_PROBE_JOIN: &[NativeMetricDef] = &[
     def("selectivity", RatioPercent, "joinSelectivityPercent", "join selectivity (%)", Average, "Output rows as a share of the rows the join could have produced."),
 ];
 
+/// qprof's name of DataFusion's own compute timer, which the plan graph leaves to the
+/// operator's panel (qprof's self time says it better).
+pub const ELAPSED_COMPUTE_NANOS: &str = "elapsedComputeNanos";
+/// qprof's name of a DataFusion metric code reads by name: bytes a file scan read, as the file reader counts them.
+pub const BYTES_SCANNED: &str = "bytesScanned";
+/// qprof's name of a DataFusion metric code reads by name: file ranges a scan's statistics kept.
+pub const PROCESSED_SPLITS: &str = "processedSplits";
+/// qprof's name of a DataFusion metric code reads by name: parquet row groups their statistics left out.
+pub const ROW_GROUPS_SKIPPED_BY_STATISTICS: &str = "rowGroupsSkippedByStatistics";
+/// qprof's name of a DataFusion metric code reads by name: parquet row groups their statistics kept.
+pub const ROW_GROUPS_KEPT_BY_STATISTICS: &str = "rowGroupsKeptByStatistics";
+/// qprof's name of a DataFusion metric code reads by name: parquet row groups their bloom filters left out.
+pub const ROW_GROUPS_SKIPPED_BY_BLOOM_FILTER: &str = "rowGroupsSkippedByBloomFilter";
+/// qprof's name of a DataFusion metric code reads by name: parquet row groups a limit made unnecessary.
+pub const ROW_GROUPS_SKIPPED_BY_LIMIT: &str = "rowGroupsSkippedByLimit";
+/// qprof's name of a DataFusion metric code reads by name: parquet row groups a dynamic filter left out.
+pub const ROW_GROUPS_SKIPPED_BY_DYNAMIC_FILTER: &str = "rowGroupsSkippedByDynamicFilter";
+
 #[rustfmt::skip]
 const SCAN: &[NativeMetricDef] = &[
     def("time_elapsed_opening", Value, "dataSourceAddSplitNanos", "time of opening files (metadata, pruning)", NsTiming, "Time of opening files: reading their metadata and pruning them."),
@@ -130,21 +148,21 @@ const SCAN: &[NativeMetricDef] = &[
     def("files_processed", Value, "numFilesRead", "number of files read", Sum, "Files the scan read to their end."),
     def("file_open_errors", Value, "numFileOpenErrors", "number of file open errors", Sum, "Files the scan failed to open."),
     def("file_scan_errors", Value, "numFileScanErrors", "number of file scan errors", Sum, "Files the scan failed to read."),
-    def("bytes_scanned", Value, "bytesScanned", "size of files read", Size, "Bytes of the files the scan read, as the file reader counts them."),
+    def("bytes_scanned", Value, BYTES_SCANNED, "size of files read", Size, "Bytes of the files the scan read, as the file reader counts them."),
     def("metadata_load_time", Value, "metadataLoadWallNanos", "metadata time", NsTiming, "Time of loading Parquet metadata (footers and page indexes)."),
     def("files_ranges_pruned_statistics", Pruned, "skippedSplits", "number of skipped splits", Sum, "File ranges the statistics left out when the files were opened (the files planning left out by partition values are added by qprof)."),
-    def("files_ranges_pruned_statistics", Matched, "processedSplits", "number of processed splits", Sum, "File ranges the statistics kept."),
-    def("row_groups_pruned_statistics", Pruned, "rowGroupsSkippedByStatistics", "number of row groups skipped by statistics", Sum, "Parquet row groups their min/max statistics left out."),
-    def("row_groups_pruned_statistics", Matched, "rowGroupsKeptByStatistics", "number of row groups kept by statistics", Sum, "Parquet row groups their min/max statistics kept."),
-    def("row_groups_pruned_bloom_filter", Pruned, "rowGroupsSkippedByBloomFilter", "number of row groups skipped by bloom filters", Sum, "Parquet row groups their bloom filters left out."),
+    def("files_ranges_pruned_statistics", Matched, PROCESSED_SPLITS, "number of processed splits", Sum, "File ranges the statistics kept."),
+    def("row_groups_pruned_statistics", Pruned, ROW_GROUPS_SKIPPED_BY_STATISTICS, "number of row groups skipped by statistics", Sum, "Parquet row groups their min/max statistics left out."),
+    def("row_groups_pruned_statistics", Matched, ROW_GROUPS_KEPT_BY_STATISTICS, "number of row groups kept by statistics", Sum, "Parquet row groups their min/max statistics kept."),
+    def("row_groups_pruned_bloom_filter", Pruned, ROW_GROUPS_SKIPPED_BY_BLOOM_FILTER, "number of row groups skipped by bloom filters", Sum, "Parquet row groups their bloom filters left out."),
     def("row_groups_pruned_bloom_filter", Matched, "rowGroupsKeptByBloomFilter", "number of row groups kept by bloom filters", Sum, "Parquet row groups their bloom filters kept."),
-    def("limit_pruned_row_groups", Pruned, "rowGroupsSkippedByLimit", "number of row groups skipped by limit", Sum, "Parquet row groups a limit made unnecessary."),
+    def("limit_pruned_row_groups", Pruned, ROW_GROUPS_SKIPPED_BY_LIMIT, "number of row groups skipped by limit", Sum, "Parquet row groups a limit made unnecessary."),
     def("limit_pruned_row_groups", Matched, "rowGroupsKeptByLimit", "number of row groups kept by limit", Sum, "Parquet row groups read despite a limit."),
     def("page_index_pages_pruned", Pruned, "pagesSkippedByPageIndex", "number of pages skipped by page index", Sum, "Parquet pages the page index left out."),
     def("page_index_pages_pruned", Matched, "pagesKeptByPageIndex", "number of pages kept by page index", Sum, "Parquet pages the page index kept."),
     def("page_index_rows_pruned", Pruned, "rowsSkippedByPageIndex", "number of rows skipped by page index", Sum, "Rows in the pages the page index left out."),
     def("page_index_rows_pruned", Matched, "rowsKeptByPageIndex", "number of rows kept by page index", Sum, "Rows in the pages the page index kept."),
-    def("row_groups_pruned_dynamic_filter", Value, "rowGroupsSkippedByDynamicFilter", "number of row groups skipped by dynamic filters", Sum, "Parquet row groups a dynamic filter left out while the scan ran."),
+    def("row_groups_pruned_dynamic_filter", Value, ROW_GROUPS_SKIPPED_BY_DYNAMIC_FILTER, "number of row groups skipped by dynamic filters", Sum, "Parquet row groups a dynamic filter left out while the scan ran."),
     def("pushdown_rows_pruned", Value, "pushdownRowsPruned", "number of rows filtered during decoding", Sum, "Rows the filter pushed into the decoder removed."),
     def("pushdown_rows_matched", Value, "pushdownRowsMatched", "number of rows kept during decoding", Sum, "Rows the filter pushed into the decoder kept."),
     def("predicate_evaluation_errors", Value, "predicateEvaluationErrors", "number of predicate evaluation errors", Sum, "Errors evaluating a pruning predicate (the data was read instead)."),

@@ -503,6 +503,20 @@ pub const SHUFFLE_WRITE_NANOS: MetricDef = def(
 /// at 0 where nothing counted it; any other only on operators whose tasks counted it.
 pub const TALLIED: &[&MetricDef] = &[&PENDING_POLLS, &SHUFFLE_FETCH_WAIT_NANOS];
 
+/// The metrics the UI's plan graph leaves to the operator's panel: qprof's timers (the
+/// graph shows the operator's self time instead) and the counts behind them.
+pub const PANEL_ONLY: &[&MetricDef] = &[
+    &WALL_NANOS,
+    &SELF_WALL_NANOS,
+    &CPU_NANOS,
+    &SELF_CPU_NANOS,
+    &CPU_COUNT,
+    &OUTPUT_VECTORS,
+    &NUM_MEMORY_ALLOCATIONS,
+    &NUM_POLLS,
+    &PENDING_POLLS,
+];
+
 /// Every metric of the catalog, family by family, each in display order.
 pub static ALL: &[&MetricDef] = &[
     &WALL_NANOS,

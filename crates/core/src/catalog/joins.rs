@@ -5,6 +5,17 @@
 use super::Unit;
 use crate::phases::PhaseSnapshot;
 
+/// The metric-name prefixes of the two phases of each kind of join, build (or held)
+/// side first: `hashBuildInputRows`, `hashProbeWallNanos`, ...
+pub const JOIN_PHASE_PREFIXES: [(&str, &str); 6] = [
+    ("hashBuild", "hashProbe"),
+    ("crossBuild", "crossProbe"),
+    ("nestedLoopBuild", "nestedLoopProbe"),
+    ("piecewiseMergeBuffered", "piecewiseMergeStream"),
+    ("sortMergeBuffered", "sortMergeStream"),
+    ("symmetricHashLeft", "symmetricHashRight"),
+];
+
 /// Which joins' phases have a metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PhaseCondition {

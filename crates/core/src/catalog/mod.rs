@@ -15,7 +15,8 @@ pub mod reference;
 
 pub use entries::*;
 pub use joins::{
-    JOIN_PHASE_METRICS, JOIN_PROJECTION_METRICS, JOIN_PROJECTIONS, PhaseCondition, PhaseMetricDef,
+    JOIN_PHASE_METRICS, JOIN_PHASE_PREFIXES, JOIN_PROJECTION_METRICS, JOIN_PROJECTIONS,
+    PhaseCondition, PhaseMetricDef,
 };
 
 use crate::metric::{MetricKind, TaskValue};
@@ -287,7 +288,7 @@ pub fn describe(name: &str) -> Option<&'static str> {
     if let Some(def) = natives.into_iter().find(|d| d.name == name) {
         return Some(def.description);
     }
-    let phases = crate::profile::names::JOIN_PHASE_PREFIXES
+    let phases = JOIN_PHASE_PREFIXES
         .iter()
         .flat_map(|(build, probe)| [*build, *probe]);
     for prefix in phases {

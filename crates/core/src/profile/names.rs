@@ -98,16 +98,12 @@ pub const SHUFFLE_REMOTE_BLOCKS_READ: &str = catalog::SHUFFLE_REMOTE_BLOCKS_READ
 pub const SHUFFLE_WRITE_NANOS: &str = catalog::SHUFFLE_WRITE_NANOS.name;
 /// [`catalog::SHUFFLE_FETCH_WAIT_NANOS`]'s name.
 pub const SHUFFLE_FETCH_WAIT_NANOS: &str = catalog::SHUFFLE_FETCH_WAIT_NANOS.name;
-/// The metric-name prefixes of the two phases of each kind of join, build (or held)
-/// side first: `hashBuildInputRows`, `hashProbeWallNanos`, ...
-pub const JOIN_PHASE_PREFIXES: [(&str, &str); 6] = [
-    ("hashBuild", "hashProbe"),
-    ("crossBuild", "crossProbe"),
-    ("nestedLoopBuild", "nestedLoopProbe"),
-    ("piecewiseMergeBuffered", "piecewiseMergeStream"),
-    ("sortMergeBuffered", "sortMergeStream"),
-    ("symmetricHashLeft", "symmetricHashRight"),
-];
+pub use crate::catalog::JOIN_PHASE_PREFIXES;
+pub use crate::catalog::datafusion::{
+    BYTES_SCANNED, PROCESSED_SPLITS, ROW_GROUPS_KEPT_BY_STATISTICS,
+    ROW_GROUPS_SKIPPED_BY_BLOOM_FILTER, ROW_GROUPS_SKIPPED_BY_DYNAMIC_FILTER,
+    ROW_GROUPS_SKIPPED_BY_LIMIT, ROW_GROUPS_SKIPPED_BY_STATISTICS,
+};
 /// All base metric names, in display order.
 pub const BASE: [&str; 10] = [
     WALL_NANOS,

@@ -268,7 +268,7 @@ fn render_io(node: &ProfileNode, indent: &str, out: &mut String) {
         );
     }
     let pruning: Vec<String> = [
-        ("splits", names::SKIPPED_SPLITS, "processedSplits"),
+        ("splits", names::SKIPPED_SPLITS, names::PROCESSED_SPLITS),
         (
             "row groups",
             names::SKIPPED_STRIDES,

@@ -75,7 +75,7 @@ pub(super) fn task_figures(
         let boundary = !leaf && node.children.iter().all(|c| c.stage_id != Some(stage.id));
         if leaf {
             f.input_rows += task_value(node, names::OUTPUT_ROWS, task.task_id);
-            f.input_bytes += task_value(node, "bytesScanned", task.task_id);
+            f.input_bytes += task_value(node, names::BYTES_SCANNED, task.task_id);
         } else if boundary {
             f.shuffle_read_rows += value(names::OUTPUT_ROWS);
             if node.metric(names::SHUFFLE_LOCAL_BYTES_READ).is_some() {

@@ -171,11 +171,9 @@
     maxLines: 8, maxTextW: 330, minW: 96, pillSize: 11,
   };
 
-  // qprof's base timers and counters: the node shows its self time instead, details show them all.
-  const REDUNDANT_QPROF = ['wallNanos', 'selfWallNanos', 'cpuNanos', 'selfCpuNanos', 'cpuCount', 'numPolls',
-    'outputVectors', 'numMemoryAllocations', 'elapsedComputeNanos'];
-
-  function nodeLines(n, prof, heat, maxLines) {
+  // `panelOnly`: the metrics the catalog leaves to the operator's panel (qprof's timers and
+  // the counts behind them: the node shows its self time instead); the panel shows them all.
+  function nodeLines(n, prof, heat, maxLines, panelOnly) {
     const lines = [];
     if (heat.unit === 'ns' && heat.self.has(n.nodeId)) {
       lines.push({ label: heat.source.replace(/^qprof /, ''), value: heat.fmt(heat.self.get(n.nodeId)), cls: 'm-self' });
@@ -185,13 +183,13 @@
     if (n.fromProfile && prof && prof.metrics) {
       // A graph derived from the profile: show qprof's own renderings.
       const all = Object.entries(prof.metrics);
-      const kept = all.filter(([k]) => !REDUNDANT_QPROF.includes(k));
+      const kept = all.filter(([k]) => !panelOnly.has(k));
       omitted += all.length - kept.length;
       metrics = kept.map(([k, m]) => ({ label: m.displayName || k, value: sparkTotal(m.spark ?? m.value), full: String(m.spark ?? m.value) }));
     } else {
       metrics = (n.metrics || []).map((m) => ({ label: m.name, value: sparkTotal(m.value), full: String(m.value) }));
       if (prof && prof.metrics && lines.length) {
-        const redundant = new Set(REDUNDANT_QPROF.map((k) => prof.metrics[k] && prof.metrics[k].displayName).filter(Boolean));
+        const redundant = new Set([...panelOnly].map((k) => prof.metrics[k] && prof.metrics[k].displayName).filter(Boolean));
         const kept = metrics.filter((m) => !redundant.has(m.label));
         omitted += metrics.length - kept.length;
         metrics = kept;
@@ -212,7 +210,7 @@
     return lines.concat(metrics);
   }
 
-  function buildLayout(graphNodes, graphEdges, heat, profMap) {
+  function buildLayout(graphNodes, graphEdges, heat, profMap, panelOnly) {
     const byId = new Map(graphNodes.map((n) => [n.nodeId, n]));
     const touched = new Set();
     const edges = [];
@@ -326,7 +324,7 @@
       const maxName = G.maxTextW - (pillW ? pillW + 8 : 0);
       v.name = fitText(n.nodeName || `#${v.id}`, G.nameSize, 600, maxName);
       let w = textWidth(v.name, G.nameSize, 600) + (pillW ? pillW + 8 : 0);
-      v.lines = nodeLines(n, v.prof, heat, maxLines).map((ln) => {
+      v.lines = nodeLines(n, v.prof, heat, maxLines, panelOnly).map((ln) => {
         const valueW = ln.value ? textWidth(ln.value, G.metricSize, 600) : 0;
         const sep = ln.value ? ': ' : '';
         const label = fitText(ln.label, G.metricSize, 400, Math.max(60, G.maxTextW - valueW - 8));
@@ -434,8 +432,8 @@
     return { L, edges, clusters, boxes, width, height };
   }
 
-  function buildDag(graphNodes, graphEdges, heat, profMap, onSelect) {
-    const lay = buildLayout(graphNodes, graphEdges, heat, profMap);
+  function buildDag(graphNodes, graphEdges, heat, profMap, onSelect, panelOnly = new Set()) {
+    const lay = buildLayout(graphNodes, graphEdges, heat, profMap, panelOnly);
     const { L, edges, clusters, width, height } = lay;
 
     const svg = s('svg', {

@@ -57,15 +57,17 @@
     }
   }
 
-  // What each metric measures, by name, from the metric catalog (/qprof/v1/metrics).
+  // Every metric of the metric catalog (/qprof/v1/metrics): qprof's, then DataFusion's.
+  function catalogMetrics(catalog) {
+    if (!catalog) return [];
+    const df = catalog.datafusion || {};
+    return [...(catalog.metrics || []), ...(df.common || []), ...(df.operators || []).flatMap((o) => o.metrics || [])];
+  }
+
+  // What each metric measures, by name.
   function metricDescriptions(catalog) {
     const out = new Map();
-    if (!catalog) return out;
-    const add = (m) => { if (!out.has(m.name)) out.set(m.name, m.description); };
-    (catalog.metrics || []).forEach(add);
-    const df = catalog.datafusion || {};
-    (df.common || []).forEach(add);
-    (df.operators || []).forEach((o) => (o.metrics || []).forEach(add));
+    for (const m of catalogMetrics(catalog)) if (!out.has(m.name)) out.set(m.name, m.description);
     return out;
   }
 
@@ -122,6 +124,7 @@
       optional(getJson('qprof/v1/metrics')),
     ]);
     const descriptions = metricDescriptions(catalog);
+    const panelOnly = new Set(catalogMetrics(catalog).filter((m) => m.onPlanGraph === false).map((m) => m.name));
     const profile = prof.value ? unwrapProfile(prof.value, id) : null;
     const profNote = prof.error && prof.error.status !== 404 ? `qprof profile unavailable: ${prof.error.message}` : null;
     const profMap = profile ? flattenPlan(profile.plan) : new Map();
@@ -140,7 +143,7 @@
     };
     let graphEl;
     try {
-      dag = nodes.length ? buildDag(nodes, edges, heat, profMap, onSelect) : null;
+      dag = nodes.length ? buildDag(nodes, edges, heat, profMap, onSelect, panelOnly) : null;
       graphEl = dag ? h('div', { class: 'dag-scroll' }, dag.svg) : h('p', { class: 'muted' }, 'This query has no plan graph.');
     } catch (e) {
       console.error(e);
