@@ -10,7 +10,7 @@
 //! Needs what `scripts/install-test-deps.sh` installs (spark-history-cli in
 //! `target/test-venv`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -28,7 +28,9 @@ mod common;
 fn local_rows(dir: &Path, queries: &str) -> BTreeMap<String, u64> {
     let profiles = dir.join("local.json");
     let out = qprof()
-        .args(["run", "--tpch", "0.1", "--top", "0", "--no-event-log"])
+        .args(["run", "--tpch", "0.1", "--top", "0"])
+        .arg("--event-log-dir")
+        .arg(dir.join("local-events"))
         .args(["--queries", queries])
         .arg("--data-dir")
         .arg(dir.join("data"))
@@ -202,6 +204,67 @@ fn undescribed(node: &Value, out: &mut BTreeMap<String, String>) {
     }
 }
 
+/// Per SQL execution of the logs under `events`: the (display name, kind) of each SQL
+/// metric of its Spark plan, and of each metric of its qprof profile that the catalog
+/// describes (each undescribed one fails) and of each function call, as the catalog's
+/// functionCpuNanos shows it.
+#[allow(clippy::type_complexity)]
+fn logged_metrics(
+    events: &Path,
+) -> BTreeMap<i64, (BTreeSet<(String, String)>, BTreeSet<(String, String)>)> {
+    fn spark_metrics(node: &Value, out: &mut BTreeSet<(String, String)>) {
+        for m in node["metrics"].as_array().into_iter().flatten() {
+            out.insert((m["name"].to_string(), m["metricType"].to_string()));
+        }
+        for child in node["children"].as_array().into_iter().flatten() {
+            spark_metrics(child, out);
+        }
+    }
+    fn profile_metrics(node: &Value, out: &mut BTreeSet<(String, String)>) {
+        for (name, m) in node["metrics"].as_object().into_iter().flatten() {
+            assert!(
+                qprof_core::catalog::describe(name).is_some(),
+                "{name} of {} is not in the catalog",
+                node["name"]
+            );
+            out.insert((m["displayName"].to_string(), m["kind"].to_string()));
+        }
+        // the Spark plan shows each function call's CPU time as a metric of its own
+        let calls = &qprof_core::catalog::FUNCTION_CPU_NANOS;
+        for call in node["functions"].as_array().into_iter().flatten() {
+            let display = calls.display_for(call["expression"].as_str().unwrap());
+            out.insert((
+                Value::from(display).to_string(),
+                Value::from(calls.kind.as_str()).to_string(),
+            ));
+        }
+        for child in node["children"].as_array().into_iter().flatten() {
+            profile_metrics(child, out);
+        }
+    }
+    let mut executions: BTreeMap<i64, (BTreeSet<_>, BTreeSet<_>)> = BTreeMap::new();
+    for file in walk(events) {
+        for line in std::fs::read_to_string(&file).unwrap().lines() {
+            let event: Value = serde_json::from_str(line).unwrap();
+            let Some(execution) = event["executionId"].as_i64() else {
+                continue;
+            };
+            let (spark, profile) = executions.entry(execution).or_default();
+            match event["Event"].as_str().unwrap() {
+                "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart" => {
+                    spark_metrics(&event["sparkPlanInfo"], spark);
+                }
+                "org.qprof.eventlog.QueryProfile" => {
+                    profile_metrics(&event["profile"]["plan"], profile);
+                }
+                _ => {}
+            }
+        }
+    }
+    executions.retain(|_, (spark, _)| !spark.is_empty());
+    executions
+}
+
 /// The operators of a profile's plan, in pre-order.
 fn operator_names(node: &Value) -> Vec<String> {
     let mut names = vec![node["name"].as_str().unwrap().to_string()];
@@ -263,6 +326,16 @@ fn tpch_on_two_executors_matches_one_process_and_logs_both() {
         undescribed(&query["plan"], &mut unknown);
     }
     assert!(unknown.is_empty(), "not in the catalog: {unknown:?}");
+    // and so is every metric of the event logs, the local run's and the scheduler's: by
+    // name in qprof's profile events, by display name and kind among Spark's SQL metrics
+    for events in [dir.join("local-events"), cluster.events.clone()] {
+        let executions = logged_metrics(&events);
+        assert_eq!(executions.len(), 22, "{}", events.display());
+        for (execution, (spark, profile)) in executions {
+            let unnamed: Vec<_> = spark.difference(&profile).collect();
+            assert!(unnamed.is_empty(), "execution {execution}: {unnamed:?}");
+        }
+    }
 
     let server = Server::start(&cluster.events);
     let apps = json(&server, "/api/v1/applications");

@@ -335,7 +335,10 @@ fn dominating_function(profile: &QueryProfile, out: &mut Vec<Finding>) {
                 nanos(cpu),
                 nanos(own)
             ),
-            numbers: vec![("functionCpuNanos", cpu), (names::SELF_CPU_NANOS, own)],
+            numbers: vec![
+                (names::FUNCTION_CPU_NANOS, cpu),
+                (names::SELF_CPU_NANOS, own),
+            ],
         });
     }
 }

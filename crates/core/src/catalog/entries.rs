@@ -3,7 +3,9 @@
 use super::{Aggregation, Family, MetricDef, Unit};
 
 use Aggregation::{PeakOfSum, Sum, TimeAverage};
-use Family::{DynamicFilters, Every, Scan, ShuffleReader, ShuffleWriter, Sink, Spilling};
+use Family::{
+    DynamicFilters, Every, FunctionCalls, Scan, ShuffleReader, ShuffleWriter, Sink, Spilling,
+};
 use Unit::{Batches, Bytes, BytesPerSecond, Count, Nanoseconds, Rows, Tenths};
 
 /// A metric whose kind follows from its unit.
@@ -497,6 +499,18 @@ pub const SHUFFLE_WRITE_NANOS: MetricDef = def(
     "Time the writer spent encoding and writing its shuffle files, as Ballista times it (Spark's shuffle write time).",
 );
 
+// ---- function calls ----
+
+/// A function call's CPU time, as the event log shows it.
+pub const FUNCTION_CPU_NANOS: MetricDef = def(
+    "functionCpuNanos",
+    "cpu time of {op}",
+    Nanoseconds,
+    FunctionCalls,
+    Sum,
+    "CPU time inside the calls of one function call site of the operator, its arguments excluded (timed on every vector, or extrapolated from the vectors sampled), as a value of no task: `{op}` is the call as written, and the name ends with the call's number.",
+);
+
 /// The metrics an operator task counts by their entry ([`super::Tally`]): whatever counts
 /// one calls `OperatorTaskCounters::tally`, and the profile, the wire and the event log
 /// carry it with no code of their own. One of family `Every` is shown on every operator,
@@ -569,4 +583,5 @@ pub static ALL: &[&MetricDef] = &[
     &SHUFFLE_REMOTE_BLOCKS_READ,
     &SHUFFLE_FETCH_WAIT_NANOS,
     &SHUFFLE_WRITE_NANOS,
+    &FUNCTION_CPU_NANOS,
 ];

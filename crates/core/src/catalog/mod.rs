@@ -106,11 +106,13 @@ pub enum Family {
     ShuffleReader,
     /// Ballista's shuffle writers, on a cluster.
     ShuffleWriter,
+    /// The function calls an operator evaluates, as the event log shows them.
+    FunctionCalls,
 }
 
 impl Family {
     /// Every family, in the reference's order.
-    pub const ALL: [Family; 7] = [
+    pub const ALL: [Family; 8] = [
         Family::Every,
         Family::Scan,
         Family::Sink,
@@ -118,6 +120,7 @@ impl Family {
         Family::DynamicFilters,
         Family::ShuffleReader,
         Family::ShuffleWriter,
+        Family::FunctionCalls,
     ];
 
     /// The family's section title.
@@ -130,6 +133,7 @@ impl Family {
             Family::DynamicFilters => "Dynamic filters",
             Family::ShuffleReader => "Shuffle readers (Ballista)",
             Family::ShuffleWriter => "Shuffle writers (Ballista)",
+            Family::FunctionCalls => "Function calls (event log)",
         }
     }
 
@@ -162,6 +166,13 @@ impl Family {
             Family::ShuffleWriter => {
                 "A Ballista shuffle writer, besides the metrics every operator has (which \
                  the executor measures for it: Ballista drives it outside qprof's wrappers)."
+            }
+            Family::FunctionCalls => {
+                "In the event log, each function call an operator evaluates is one SQL \
+                 metric of the operator, named with the call's place among the operator's \
+                 calls (`functionCpuNanos0`, `functionCpuNanos1`, ...) and shown under the \
+                 call as written; the profile holds the same figures, and more, in the \
+                 operator's `functions`."
             }
         }
     }
@@ -275,11 +286,20 @@ pub fn find(name: &str) -> Option<&'static MetricDef> {
     ALL.iter().copied().find(|d| d.name == name)
 }
 
+/// The numbered metric (one per function call of an operator) named `name`: its
+/// catalog name followed by a number.
+fn find_numbered(name: &str) -> Option<&'static MetricDef> {
+    let number = name.trim_start_matches(|c: char| !c.is_ascii_digit());
+    let base = name.strip_suffix(number)?;
+    let numbered = !number.is_empty() && number.chars().all(|c| c.is_ascii_digit());
+    (numbered && base == FUNCTION_CPU_NANOS.name).then_some(&FUNCTION_CPU_NANOS)
+}
+
 /// What the metric named `name` measures, wherever the catalog declares it: qprof's own,
 /// DataFusion's and Ballista's as qprof names them, a join phase's or projection's, or one
 /// named by a pattern; `None` for a name the catalog does not know.
 pub fn describe(name: &str) -> Option<&'static str> {
-    if let Some(def) = find(name) {
+    if let Some(def) = find(name).or_else(|| find_numbered(name)) {
         return Some(def.description);
     }
     let natives = datafusion::COMMON

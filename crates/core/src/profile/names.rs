@@ -96,6 +96,8 @@ pub const SHUFFLE_LOCAL_BLOCKS_READ: &str = catalog::SHUFFLE_LOCAL_BLOCKS_READ.n
 pub const SHUFFLE_REMOTE_BLOCKS_READ: &str = catalog::SHUFFLE_REMOTE_BLOCKS_READ.name;
 /// [`catalog::SHUFFLE_WRITE_NANOS`]'s name.
 pub const SHUFFLE_WRITE_NANOS: &str = catalog::SHUFFLE_WRITE_NANOS.name;
+/// [`catalog::FUNCTION_CPU_NANOS`]'s name (numbered per call in the event log).
+pub const FUNCTION_CPU_NANOS: &str = catalog::FUNCTION_CPU_NANOS.name;
 /// [`catalog::SHUFFLE_FETCH_WAIT_NANOS`]'s name.
 pub const SHUFFLE_FETCH_WAIT_NANOS: &str = catalog::SHUFFLE_FETCH_WAIT_NANOS.name;
 pub use crate::catalog::JOIN_PHASE_PREFIXES;

@@ -4,8 +4,9 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 
-use qprof_core::metric::{MetricKind, TaskValue};
-use qprof_core::profile::{NodeMetric, ProfileNode, QueryProfile};
+use qprof_core::catalog;
+use qprof_core::metric::TaskValue;
+use qprof_core::profile::{ProfileNode, QueryProfile};
 use serde_json::{Map, Value, json};
 
 use super::{IdCounters, QueryRecord, put};
@@ -42,15 +43,14 @@ pub(super) fn uuid_v4() -> String {
 pub(super) fn with_function_metrics(profile: &QueryProfile) -> QueryProfile {
     fn add(node: &mut ProfileNode) {
         for (i, f) in node.functions.iter().enumerate() {
-            node.metrics.push(NodeMetric::summed(
-                format!("functionCpuNanos{i}"),
-                format!("cpu time of {}", f.expression),
-                MetricKind::NsTiming,
-                vec![TaskValue {
-                    task: None,
-                    value: i64::try_from(f.cpu_nanos).unwrap_or(i64::MAX),
-                }],
-            ));
+            let def = &catalog::FUNCTION_CPU_NANOS;
+            let value = TaskValue {
+                task: None,
+                value: i64::try_from(f.cpu_nanos).unwrap_or(i64::MAX),
+            };
+            let mut metric = def.summed(&f.expression, vec![value]);
+            metric.name = format!("{}{i}", def.name);
+            node.metrics.push(metric);
         }
         node.children.iter_mut().for_each(add);
     }
