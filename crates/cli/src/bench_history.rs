@@ -5,13 +5,16 @@
 //! against replaying.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use axum::body::Body;
+use axum::http::Request;
 use qprof_eventlog::layout::{APPSTATUS_PREFIX, discover};
 use qprof_server::LogStore;
-use qprof_server::api::{Answer, Params, api_v1};
 use qprof_server::store::{ListedApp, StoreOptions};
+use tower::ServiceExt;
 
 use crate::cli::HistoryArgs;
 
@@ -92,14 +95,39 @@ fn add_unreadable(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Answers `GET /api/v1/<path>` and serializes it, as a request would.
-fn request(store: &LogStore, path: &str) -> Result<usize> {
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    match api_v1(store, &segments, &Params::default()) {
-        Ok(Answer::Json(value)) => Ok(serde_json::to_vec(&value)?.len()),
-        Ok(Answer::JsonText(text) | Answer::Svg(text)) => Ok(text.len()),
-        Ok(Answer::Zip { bytes, .. }) => Ok(bytes.len()),
-        Err(e) => bail!("/api/v1/{path}: {e}"),
+/// A store behind the history server's router, answering requests without a socket.
+struct Served {
+    store: Arc<LogStore>,
+    router: axum::Router,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Served {
+    fn new(store: LogStore) -> Result<Served> {
+        let store = Arc::new(store);
+        Ok(Served {
+            router: qprof_server::router(Arc::clone(&store)),
+            store,
+            runtime: tokio::runtime::Builder::new_current_thread().build()?,
+        })
+    }
+
+    /// Answers `GET /api/v1/<path>` through the router; the bytes of the answer.
+    fn request(&self, path: &str) -> Result<usize> {
+        let request = Request::get(format!("/api/v1/{path}")).body(Body::empty())?;
+        let (status, body) = self.runtime.block_on(async {
+            let response = self.router.clone().oneshot(request).await?;
+            let status = response.status();
+            let body = axum::body::to_bytes(response.into_body(), usize::MAX).await?;
+            anyhow::Ok((status, body))
+        })?;
+        if !status.is_success() {
+            bail!(
+                "/api/v1/{path}: {status}: {}",
+                String::from_utf8_lossy(&body)
+            );
+        }
+        Ok(body.len())
     }
 }
 
@@ -121,14 +149,14 @@ fn quantile(samples: &mut [f64], q: f64) -> f64 {
 }
 
 /// Median and p99 of `requests` requests for `/jobs` of `apps` in turn (replays cached).
-fn endpoint_latency(store: &LogStore, apps: &[ListedApp], requests: usize) -> Result<(f64, f64)> {
+fn endpoint_latency(served: &Served, apps: &[ListedApp], requests: usize) -> Result<(f64, f64)> {
     for app in apps {
-        request(store, &format!("applications/{}/jobs", app.id()))?;
+        served.request(&format!("applications/{}/jobs", app.id()))?;
     }
     let mut samples = Vec::with_capacity(requests);
     for i in 0..requests {
         let path = format!("applications/{}/jobs", apps[i % apps.len()].id());
-        samples.push(timed(|| request(store, &path))?.0);
+        samples.push(timed(|| served.request(&path))?.0);
     }
     Ok((quantile(&mut samples, 0.5), quantile(&mut samples, 0.99)))
 }
@@ -220,8 +248,9 @@ pub(crate) fn history(args: &HistoryArgs) -> Result<()> {
     let (cold_ms, store) = timed(|| {
         LogStore::open_with(&many, options(args.max_memory as u64, None)).map_err(Into::into)
     })?;
-    let listed = store.list()?;
-    let status = store.status();
+    let served = Served::new(store)?;
+    let listed = served.store.list()?;
+    let status = served.store.status();
     if listed.len() != apps {
         bail!("{} applications listed of {apps}", listed.len());
     }
@@ -235,16 +264,16 @@ pub(crate) fn history(args: &HistoryArgs) -> Result<()> {
             .collect::<Vec<_>>()
             .join("; ")
     );
-    let (first_ms, _) = timed(|| request(&store, "applications"))?;
+    let (first_ms, _) = timed(|| served.request("applications"))?;
     let (ms, _) = timed(|| {
-        store.scan();
+        served.store.scan();
         Ok(())
     })?;
     println!("  first listing (rendered): {first_ms:.1} ms; rescan, nothing changed: {ms:.0} ms");
     let mut samples = Vec::new();
     let mut listing_bytes = 0;
     for _ in 0..21 {
-        let (ms, bytes) = timed(|| request(&store, "applications"))?;
+        let (ms, bytes) = timed(|| served.request("applications"))?;
         samples.push(ms);
         listing_bytes = bytes;
     }
@@ -255,11 +284,14 @@ pub(crate) fn history(args: &HistoryArgs) -> Result<()> {
     );
 
     // an application's endpoint with few and with many applications
-    let small = LogStore::open_with(&few, options(args.max_memory as u64, None))?;
-    let small_apps = small.list()?;
+    let small = Served::new(LogStore::open_with(
+        &few,
+        options(args.max_memory as u64, None),
+    )?)?;
+    let small_apps = small.store.list()?;
     let requests = args.requests as usize;
     let (few_median, few_p99) = endpoint_latency(&small, &small_apps, requests)?;
-    let (many_median, many_p99) = endpoint_latency(&store, &listed[..small_apps.len()], requests)?;
+    let (many_median, many_p99) = endpoint_latency(&served, &listed[..small_apps.len()], requests)?;
     println!(
         "  /applications/<id>/jobs, {} apps: median {few_median:.3} ms, p99 {few_p99:.3} ms",
         small_apps.len()
@@ -274,12 +306,12 @@ pub(crate) fn history(args: &HistoryArgs) -> Result<()> {
     // memory after opening every application
     let (ms, _) = timed(|| {
         for app in &listed {
-            request(&store, &format!("applications/{}/jobs", app.id()))?;
+            served.request(&format!("applications/{}/jobs", app.id()))?;
         }
         Ok(())
     })?;
     let (rss_now, hwm) = rss();
-    let cache = store.status().cache;
+    let cache = served.store.status().cache;
     println!(
         "  opened all {apps} in {:.1} s: RSS {:.0} MB (high-water {:.0} MB); {} replays resident, {:.0} MB counted of a {:.0} MB budget; {} loads, {} evictions",
         ms / 1e3,
@@ -291,7 +323,7 @@ pub(crate) fn history(args: &HistoryArgs) -> Result<()> {
         cache.loads,
         cache.evictions
     );
-    drop(store);
+    drop(served);
 
     // reopening from the disk store against replaying the log
     let sample = &listed[..(args.reopen as usize).min(listed.len())];

@@ -5,6 +5,8 @@
 use std::io::Write;
 use std::sync::Arc;
 
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use qprof_eventlog::EventLogError;
 use qprof_eventlog::layout::APPSTATUS_PREFIX;
 use qprof_eventlog::profile_diff::{self, DEFAULT_REGRESSION_THRESHOLD_PERCENT};
@@ -20,7 +22,7 @@ use crate::store::{ListedApp, ListingEntry, LogStore, StoreStatus};
 
 /// What an API request produces.
 #[derive(Debug)]
-pub enum Answer {
+pub(crate) enum Answer {
     /// A JSON document.
     Json(Value),
     /// A JSON document already rendered.
@@ -38,7 +40,7 @@ pub enum Answer {
 
 /// Why a request failed, with its HTTP status.
 #[derive(Debug, thiserror::Error)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     /// Unknown application, job, stage, ... (404).
     #[error("{0}")]
     NotFound(String),
@@ -51,6 +53,42 @@ pub enum ApiError {
     /// The server failed (500): a handler panicked, or an answer could not be built.
     #[error("{0}")]
     Internal(String),
+}
+
+impl IntoResponse for ApiError {
+    /// Its status, and its message as JSON (`{"message": ...}`).
+    fn into_response(self) -> Response {
+        let status = match self {
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Log(_) | ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        (status, axum::Json(json!({ "message": self.to_string() }))).into_response()
+    }
+}
+
+impl IntoResponse for Answer {
+    /// The document with its content type; an archive as a download.
+    fn into_response(self) -> Response {
+        match self {
+            Answer::Json(v) => axum::Json(v).into_response(),
+            Answer::JsonText(text) => {
+                ([(header::CONTENT_TYPE, "application/json")], text).into_response()
+            }
+            Answer::Svg(svg) => ([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response(),
+            Answer::Zip { file_name, bytes } => (
+                [
+                    (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+                    (
+                        header::CONTENT_DISPOSITION,
+                        format!("attachment; filename={file_name}"),
+                    ),
+                ],
+                bytes,
+            )
+                .into_response(),
+        }
+    }
 }
 
 impl From<RestError> for ApiError {
@@ -66,7 +104,7 @@ type ApiResult = Result<Answer, ApiError>;
 
 /// Query parameters, repeated keys kept.
 #[derive(Debug, Default)]
-pub struct Params(pub Vec<(String, String)>);
+pub(crate) struct Params(pub Vec<(String, String)>);
 
 impl Params {
     fn get(&self, key: &str) -> Option<&str> {
@@ -248,7 +286,7 @@ const RESOURCES: [&str; 9] = [
 ];
 
 /// Answers `GET /api/v1/<segments>`.
-pub fn api_v1(store: &LogStore, segments: &[&str], params: &Params) -> ApiResult {
+pub(crate) fn api_v1(store: &LogStore, segments: &[&str], params: &Params) -> ApiResult {
     match segments {
         ["version"] => Ok(Answer::Json(rest::version())),
         ["applications"] => applications(store, params),
@@ -369,7 +407,7 @@ fn app_resource(store: &LogStore, app: &ListedApp, path: &[&str], params: &Param
 }
 
 /// Answers `GET /qprof/v1/<segments>`: qprof's additions to Spark's API.
-pub fn qprof_v1(store: &LogStore, segments: &[&str], params: &Params) -> ApiResult {
+pub(crate) fn qprof_v1(store: &LogStore, segments: &[&str], params: &Params) -> ApiResult {
     match segments {
         ["status"] => Ok(Answer::Json(status_json(&store.status()))),
         ["metrics"] => Ok(Answer::Json(metric_catalog_json())),

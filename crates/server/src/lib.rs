@@ -15,14 +15,13 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use serde_json::json;
 
-pub mod api;
+mod api;
 pub mod live;
-pub mod metrics;
+mod metrics;
 pub mod object_storage;
 pub mod store;
 mod ui;
@@ -50,7 +49,7 @@ pub fn live_router(store: LogStore, live: Arc<dyn LiveSource>) -> Router {
             async move {
                 match tokio::task::spawn_blocking(move || live.live()).await {
                     Ok(value) => axum::Json(value).into_response(),
-                    Err(e) => error_response(&ApiError::Internal(format!("request failed: {e}"))),
+                    Err(e) => ApiError::Internal(format!("request failed: {e}")).into_response(),
                 }
             }
         }
@@ -81,50 +80,15 @@ fn routes(live: Option<Arc<dyn LiveSource>>) -> Router<Shared> {
         .route("/metrics", get(metrics))
 }
 
-async fn not_found() -> Response {
-    error_response(&ApiError::NotFound("no such page".into()))
-}
-
-fn error_response(e: &ApiError) -> Response {
-    let status = match e {
-        ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-        ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-        ApiError::Log(_) | ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-    };
-    (status, axum::Json(json!({ "message": e.to_string() }))).into_response()
-}
-
-fn respond(result: Result<Answer, ApiError>) -> Response {
-    match result {
-        Ok(Answer::Json(v)) => axum::Json(v).into_response(),
-        Ok(Answer::JsonText(text)) => (
-            [(header::CONTENT_TYPE, "application/json".to_string())],
-            text,
-        )
-            .into_response(),
-        Ok(Answer::Svg(svg)) => {
-            ([(header::CONTENT_TYPE, "image/svg+xml".to_string())], svg).into_response()
-        }
-        Ok(Answer::Zip { file_name, bytes }) => (
-            [
-                (header::CONTENT_TYPE, "application/octet-stream".to_string()),
-                (
-                    header::CONTENT_DISPOSITION,
-                    format!("attachment; filename={file_name}"),
-                ),
-            ],
-            bytes,
-        )
-            .into_response(),
-        Err(e) => error_response(&e),
-    }
+async fn not_found() -> ApiError {
+    ApiError::NotFound("no such page".into())
 }
 
 /// Runs a blocking request handler (file reads, replays) off the async workers.
 async fn blocking(f: impl FnOnce() -> Result<Answer, ApiError> + Send + 'static) -> Response {
     match tokio::task::spawn_blocking(f).await {
-        Ok(result) => respond(result),
-        Err(e) => error_response(&ApiError::Internal(format!("request failed: {e}"))),
+        Ok(result) => result.into_response(),
+        Err(e) => ApiError::Internal(format!("request failed: {e}")).into_response(),
     }
 }
 
@@ -147,7 +111,7 @@ async fn answer_api(
 ) -> Response {
     let params = match params {
         Ok(Query(p)) => Params(p),
-        Err(e) => return error_response(&ApiError::BadRequest(e.body_text())),
+        Err(e) => return ApiError::BadRequest(e.body_text()).into_response(),
     };
     blocking(move || {
         let segs = segments(&path);
@@ -187,8 +151,8 @@ async fn prometheus(store: Shared, live: Option<Arc<dyn LiveSource>>) -> Respons
             text,
         )
             .into_response(),
-        Ok(Err(e)) => error_response(&e),
-        Err(e) => error_response(&ApiError::Internal(format!("request failed: {e}"))),
+        Ok(Err(e)) => e.into_response(),
+        Err(e) => ApiError::Internal(format!("request failed: {e}")).into_response(),
     }
 }
 
@@ -199,7 +163,10 @@ mod tests {
     #[tokio::test]
     async fn a_panicking_handler_answers_500_with_a_json_message() {
         let response = blocking(|| panic!("a bug")).await;
-        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(
+            response.status(),
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR
+        );
         let body = axum::body::to_bytes(response.into_body(), usize::MAX)
             .await
             .unwrap();

@@ -30,7 +30,7 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
 ///
 /// # Errors
 /// The log directory cannot be listed.
-pub fn exposition(store: &LogStore, live: Option<&Value>) -> Result<String, ApiError> {
+pub(crate) fn exposition(store: &LogStore, live: Option<&Value>) -> Result<String, ApiError> {
     let apps = store.list().map_err(ApiError::Log)?;
     let applications = Family::<Labels, Gauge>::default();
     let peaks = Family::<Labels, Gauge>::default();
