@@ -39,6 +39,7 @@ use qprof_datafusion::{
 
 use crate::functions::Redecoder;
 use crate::wire::{self, Packer, TaskFigures};
+use qprof_core::metric::saturating_i64;
 
 /// Builds each task's stage as Ballista's default engine does, with every operator under
 /// the shuffle writer wrapped by qprof and the task's runtime instrumented.
@@ -509,7 +510,7 @@ impl ShuffleRead {
     fn add(&mut self, task: TaskRef, sums: &BlockSums) {
         let value = |v: u64| TaskValue {
             task: Some(task),
-            value: i64::try_from(v).unwrap_or(i64::MAX),
+            value: saturating_i64(v),
         };
         self.local_bytes.push(value(sums.local_bytes));
         self.remote_bytes.push(value(sums.remote_bytes));
@@ -546,7 +547,7 @@ fn writer_metrics(writer: &dyn ExecutionPlan, run: &TaskRun) -> Vec<NodeMetric> 
             &label,
             vec![TaskValue {
                 task: Some(task),
-                value: i64::try_from(value).unwrap_or(i64::MAX),
+                value: saturating_i64(value),
             }],
         )
     };

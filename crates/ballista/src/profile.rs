@@ -26,6 +26,7 @@ use qprof_datafusion::{
 };
 
 use crate::wire::{self, OperatorValues, TaskFigures};
+use qprof_core::metric::saturating_i64;
 
 /// A task as the scheduler handed it to an executor.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -335,7 +336,7 @@ impl Builder<'_> {
     ) -> NodeMetric {
         let values = values.iter().map(|&(partition, value)| TaskValue {
             task: partition.and_then(|p| self.task_of(stage, p)),
-            value: i64::try_from(value).unwrap_or(i64::MAX),
+            value: saturating_i64(value),
         });
         folded_by_task(name, display, kind, values)
     }
@@ -615,7 +616,6 @@ fn stage_profile(
             .filter_map(|m| m.tasks.iter().find(|v| v.task == Some(slot.task)))
             .map(|v| v.value)
             .sum();
-        let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         if let Some(executor) = &executor {
             let peak = memory_by_executor.entry(executor.clone()).or_default();
             *peak = peak.max(figure.memory);
@@ -631,12 +631,12 @@ fn stage_profile(
             },
             finish_epoch_millis: millis(info.end_exec_time).max(figure.finish_epoch_millis),
             metrics: vec![
-                catalog::WALL_NANOS.of_task(clamp(figure.wall_nanos)),
+                catalog::WALL_NANOS.of_task(saturating_i64(figure.wall_nanos)),
                 catalog::CPU_NANOS.of_task(self_cpu),
                 catalog::OUTPUT_ROWS.of_task(out(names::OUTPUT_ROWS)),
                 catalog::OUTPUT_VECTORS.of_task(out(names::OUTPUT_VECTORS)),
                 catalog::OUTPUT_BYTES.of_task(out(names::OUTPUT_BYTES)),
-                catalog::PEAK_MEMORY_BYTES.of_task(clamp(figure.memory.execution_bytes)),
+                catalog::PEAK_MEMORY_BYTES.of_task(saturating_i64(figure.memory.execution_bytes)),
             ],
             error,
             attempt: launch.map_or(0, |l| l.attempt),

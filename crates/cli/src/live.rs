@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use qprof_core::clock::epoch_millis;
+use qprof_core::metric::saturating_i64;
 use qprof_core::profile::{QueryProfile, names};
 use qprof_datafusion::Profiler;
 use qprof_eventlog::listener::EventLogListener;
@@ -94,7 +95,7 @@ impl qprof_server::LiveSource for RunLive {
 }
 
 fn millis(ms: u64) -> i64 {
-    i64::try_from(ms).unwrap_or(i64::MAX)
+    saturating_i64(ms)
 }
 
 /// The UI of a run, serving until the run ends (or, kept, until interrupted).

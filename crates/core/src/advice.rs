@@ -12,6 +12,7 @@
 use std::fmt;
 
 use crate::format;
+use crate::metric::saturating_i64;
 use crate::profile::{ProfileNode, QueryProfile, names};
 
 /// How much a finding matters.
@@ -316,7 +317,7 @@ fn dominating_function(profile: &QueryProfile, out: &mut Vec<Finding>) {
         let Some(top) = node.functions.iter().max_by_key(|f| f.cpu_nanos) else {
             continue;
         };
-        let cpu = i64::try_from(top.cpu_nanos).unwrap_or(i64::MAX);
+        let cpu = saturating_i64(top.cpu_nanos);
         let share = pct(cpu, own);
         if share < thresholds::FUNCTION_PERCENT {
             continue;
@@ -429,10 +430,7 @@ fn memory_near_limit(profile: &QueryProfile, out: &mut Vec<Finding>) {
     let Some(limit) = pool.limit_bytes.filter(|l| *l > 0) else {
         return;
     };
-    let (peak, limit) = (
-        i64::try_from(pool.peak_bytes).unwrap_or(i64::MAX),
-        i64::try_from(limit).unwrap_or(i64::MAX),
-    );
+    let (peak, limit) = (saturating_i64(pool.peak_bytes), saturating_i64(limit));
     let share = pct(peak, limit);
     if share < thresholds::MEMORY_NEAR_LIMIT_PERCENT {
         return;

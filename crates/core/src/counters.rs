@@ -5,6 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::catalog::{TALLY_SLOTS, Tally};
 use crate::io::IoCounters;
+use crate::metric::saturating_i64;
 use crate::phases::PhaseCounters;
 use crate::spill::SpillCounters;
 
@@ -22,7 +23,7 @@ impl MemoryTracker {
     /// Records `bytes` more reserved and raises the peak if needed.
     #[inline]
     pub fn grow(&self, bytes: usize) {
-        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        let bytes = saturating_i64(bytes);
         let now = self
             .current
             .fetch_add(bytes, Ordering::Relaxed)
@@ -33,7 +34,7 @@ impl MemoryTracker {
     /// Records `bytes` released.
     #[inline]
     pub fn shrink(&self, bytes: usize) {
-        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        let bytes = saturating_i64(bytes);
         self.current.fetch_sub(bytes, Ordering::Relaxed);
     }
 

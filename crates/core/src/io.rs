@@ -12,6 +12,7 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use crate::metric::saturating_i64;
 use crate::periodic::{BucketingCounter, PeriodicUpdater, RateCounter, SamplingCounter, Source};
 
 /// Buckets of the read-concurrency histogram: 0, 1, 2, and 3 or more reads in flight.
@@ -115,7 +116,7 @@ impl Source for IntervalAverage {
                 .saturating_mul(self.scale as i64);
         }
         let scaled = (integral - before) * self.scale;
-        i64::try_from((scaled + elapsed / 2) / elapsed).unwrap_or(i64::MAX)
+        saturating_i64((scaled + elapsed / 2) / elapsed)
     }
 }
 
@@ -166,9 +167,7 @@ impl IoCounters {
                 Arc::new(IntervalAverage::new(&in_flight, 1)),
                 CONCURRENCY_BUCKETS,
             ),
-            throughput: updater.rate(Arc::new(move || {
-                i64::try_from(bytes_source.load(Relaxed)).unwrap_or(i64::MAX)
-            })),
+            throughput: updater.rate(Arc::new(move || saturating_i64(bytes_source.load(Relaxed)))),
             updater: Arc::clone(updater),
             read_requests: AtomicU64::new(0),
             read_bytes,

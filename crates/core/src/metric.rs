@@ -239,9 +239,23 @@ fn render(kind: MetricKind, agg: &Aggregate, max_task: Option<TaskRef>) -> Strin
     }
 }
 
+/// `v` as a metric value (Spark's `Long`), `i64::MAX` if it does not fit: a count, a size
+/// or a duration past 2^63 saturates rather than wraps.
+pub fn saturating_i64(v: impl TryInto<i64>) -> i64 {
+    v.try_into().unwrap_or(i64::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_past_i64_saturate() {
+        assert_eq!(saturating_i64(7_u64), 7);
+        assert_eq!(saturating_i64(u64::MAX), i64::MAX);
+        assert_eq!(saturating_i64(u128::MAX), i64::MAX);
+        assert_eq!(saturating_i64(usize::MAX), i64::MAX);
+    }
     use proptest::prelude::*;
 
     fn task(stage: u32, id: u64, value: i64) -> TaskValue {

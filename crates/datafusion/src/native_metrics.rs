@@ -8,10 +8,7 @@ use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
 use qprof_core::profile::{NodeMetric, names};
 
 use crate::definitions::{self, ReadAs, SUPERSEDED};
-
-fn clamp(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
+use qprof_core::metric::saturating_i64;
 
 /// A native metric's definition, from a table or derived for metrics no table knows.
 struct Def {
@@ -105,7 +102,7 @@ impl ReadValue {
         if self.total == 0 {
             0
         } else {
-            clamp((u128::from(self.part) * 1000 / u128::from(self.total)) as u64)
+            saturating_i64((u128::from(self.part) * 1000 / u128::from(self.total)) as u64)
         }
     }
 }
@@ -113,7 +110,7 @@ impl ReadValue {
 fn read(value: &MetricValue, reading: ReadAs) -> Option<ReadValue> {
     let plain = |v: usize| {
         Some(ReadValue {
-            value: clamp(v as u64),
+            value: saturating_i64(v as u64),
             ..ReadValue::default()
         })
     };

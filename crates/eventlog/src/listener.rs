@@ -17,6 +17,7 @@ use qprof_core::events::{Event, Listener, ListenerError, QueryEnd};
 
 use crate::profile_events::QueryRecord;
 use crate::writer::{AppLog, LogConfig};
+use qprof_core::metric::saturating_i64;
 
 /// Writes the application's event log: the log is created when the application starts,
 /// each query is appended (and flushed) when it ends, and the log is completed when the
@@ -38,7 +39,7 @@ enum LogState {
 }
 
 fn millis(ms: u64) -> i64 {
-    i64::try_from(ms).unwrap_or(i64::MAX)
+    saturating_i64(ms)
 }
 
 impl<'a> From<&'a QueryEnd> for QueryRecord<'a> {

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
 use crate::layout::ROLLING_DIR_PREFIX;
+use qprof_core::metric::saturating_i64;
 
 /// What an entry of a log directory is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,7 +203,7 @@ fn modified_millis(meta: &std::fs::Metadata) -> i64 {
     meta.modified()
         .ok()
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .map_or(0, |d| saturating_i64(d.as_millis()))
 }
 
 impl LogStorage for LocalStorage {

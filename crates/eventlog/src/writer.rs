@@ -18,6 +18,7 @@ use crate::codec::Codec;
 use crate::layout::{APPSTATUS_PREFIX, EVENTS_FILE_PREFIX, IN_PROGRESS_SUFFIX, ROLLING_DIR_PREFIX};
 use crate::profile_events::{self, QueryRecord};
 use crate::spark::{EXECUTOR_METRIC_NAMES, SPARK_VERSION, events};
+use qprof_core::metric::saturating_i64;
 
 /// Default size after which a new event file is started (Spark's default: 128 MiB).
 pub const DEFAULT_ROLL_BYTES: u64 = 128 * 1024 * 1024;
@@ -101,7 +102,7 @@ impl AppLog {
     /// Creates the application's log directory (`local-<start ms>`, bumped on a clash) and
     /// writes the application-start events.
     pub fn create(config: &LogConfig, app: &AppInfo) -> Result<AppLog, EventLogError> {
-        let start_epoch_millis = i64::try_from(app.start_epoch_millis).unwrap_or(i64::MAX);
+        let start_epoch_millis = saturating_i64(app.start_epoch_millis);
         std::fs::create_dir_all(&config.dir).map_err(io(&config.dir))?;
         let mut stamp = start_epoch_millis;
         let (app_id, dir) = loop {
@@ -353,9 +354,7 @@ impl AppLog {
         for name in EXECUTOR_METRIC_NAMES {
             let v = match name {
                 "OffHeapExecutionMemory" | "OffHeapUnifiedMemory" => self.peak_execution_memory,
-                "ProcessTreeJVMRSSMemory" => {
-                    peak_rss_bytes.map_or(0, |b| i64::try_from(b).unwrap_or(i64::MAX))
-                }
+                "ProcessTreeJVMRSSMemory" => peak_rss_bytes.map_or(0, saturating_i64),
                 _ => 0,
             };
             peaks.insert(name.to_string(), json!(v));

@@ -15,6 +15,7 @@ use std::sync::atomic::AtomicU64;
 
 use crate::api::ApiError;
 use crate::store::LogStore;
+use qprof_core::metric::saturating_i64;
 
 type Labels = Vec<(String, String)>;
 
@@ -175,7 +176,7 @@ fn add_app(
 fn register_live(registry: &mut Registry, live: &Value) {
     let running = live["running"].as_array().cloned().unwrap_or_default();
     let queries = Gauge::<i64>::default();
-    queries.set(i64::try_from(running.len()).unwrap_or(i64::MAX));
+    queries.set(saturating_i64(running.len()));
     registry.register("live_running_queries", "Queries running now", queries);
     // one gauge per running query of `key`'s value, times `scale`
     let progress = |key: &str, scale: f64| {

@@ -15,6 +15,7 @@ use qprof_core::profile::{NodeMetric, names};
 
 use super::replaced_rows;
 use crate::exec::ProfiledExec;
+use qprof_core::metric::saturating_i64;
 
 /// Info key naming the operators whose dynamic filters an operator took in.
 pub(super) const PRODUCERS_INFO: &str = names::DYNAMIC_FILTER_PRODUCERS;
@@ -85,7 +86,7 @@ pub(super) fn metrics(
             "",
             vec![TaskValue {
                 task: None,
-                value: i64::try_from(value).unwrap_or(i64::MAX),
+                value: saturating_i64(value),
             }],
         )
     };

@@ -7,8 +7,9 @@ use qprof_core::metric::TaskValue;
 use qprof_core::phases::{JoinPhase, PhaseSnapshot};
 use qprof_core::profile::{NodeMetric, ProfileNode, names};
 
-use super::naming::{TaskOf, clamp};
+use super::naming::TaskOf;
 use crate::joins::JoinShape;
+use qprof_core::metric::saturating_i64;
 
 /// The phases of one join task, by partition (`None`: spawned work).
 pub(super) type PhaseReading = (Option<usize>, [PhaseSnapshot; 2]);
@@ -46,7 +47,7 @@ pub(super) fn phase_metrics(
                 .iter()
                 .map(|(p, phases)| TaskValue {
                     task: p.and_then(task_of),
-                    value: clamp((def.read)(&phases[phase as usize])),
+                    value: saturating_i64((def.read)(&phases[phase as usize])),
                 })
                 .collect();
             out.push(NodeMetric::summed(

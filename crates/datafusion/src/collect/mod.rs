@@ -28,8 +28,8 @@ use crate::definitions;
 use crate::exec::ProfiledExec;
 use crate::joins::join_shape;
 use crate::native_metrics::{add_stride_totals, native_metrics};
-use naming::clamp;
 use qprof_core::call_site::FunctionSite;
+use qprof_core::metric::saturating_i64;
 
 /// Hands out stage and task ids that are unique within one run (one application), as
 /// Spark's are: every query's stages and tasks get ids no earlier query used.
@@ -394,7 +394,7 @@ fn stage_profile(
                     .unwrap_or(0)
                     .max(start)
             };
-            let m = |def: &MetricDef, value: u64| def.of_task(clamp(value));
+            let m = |def: &MetricDef, value: u64| def.of_task(saturating_i64(value));
             // the deepest operator that failed is where the failure began
             let error = members.iter().rev().find_map(|r| r.error(p));
             TaskProfile {

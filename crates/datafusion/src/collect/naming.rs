@@ -16,6 +16,7 @@ use crate::definitions;
 use crate::exec::ProfiledExec;
 use crate::joins::join_shape;
 use crate::native_metrics::add_stride_totals;
+use qprof_core::metric::saturating_i64;
 
 /// The task that computed a partition of the operator's stage.
 pub(super) type TaskOf<'a> = &'a dyn Fn(usize) -> Option<TaskRef>;
@@ -70,7 +71,7 @@ fn add_listing_pruning(metrics: &mut Vec<NodeMetric>, label: &str, pruned: u64) 
     }
     let value = TaskValue {
         task: None,
-        value: clamp(pruned),
+        value: saturating_i64(pruned),
     };
     match metrics.iter_mut().find(|m| m.name == names::SKIPPED_SPLITS) {
         Some(skipped) => {
@@ -99,7 +100,7 @@ fn summed_over_tasks<S>(
                 .iter()
                 .map(|(p, s)| TaskValue {
                     task: p.and_then(task_of),
-                    value: clamp(read(s)),
+                    value: saturating_i64(read(s)),
                 })
                 .collect();
             def.summed(label, values)
@@ -142,7 +143,7 @@ fn base_metrics(reading: &OperatorReading, label: &str, task_of: TaskOf<'_>) -> 
             .iter()
             .map(|(task, s)| TaskValue {
                 task: *task,
-                value: clamp(read(s)),
+                value: saturating_i64(read(s)),
             })
             .collect();
         def.summed(label, values)
@@ -151,7 +152,7 @@ fn base_metrics(reading: &OperatorReading, label: &str, task_of: TaskOf<'_>) -> 
     // the operator's true peak, not the sum of its tasks' peaks (nor, where it is not
     // known, more than the largest task's)
     peak.value = match reading.peak {
-        Some(peak) => clamp(peak),
+        Some(peak) => saturating_i64(peak),
         None => peak.tasks.iter().map(|v| v.value).max().unwrap_or(0),
     };
     vec![
@@ -294,8 +295,4 @@ fn io_metrics(
         metrics.extend(summed(WRITE_METRICS));
     }
     metrics
-}
-
-pub(super) fn clamp(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
 }

@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::{IdCounters, QueryRecord, put};
 use crate::spark::events;
+use qprof_core::metric::saturating_i64;
 
 /// A random version-4 UUID (Spark parses `queryId` as a `java.util.UUID`).
 pub(super) fn uuid_v4() -> String {
@@ -46,7 +47,7 @@ pub(super) fn with_function_metrics(profile: &QueryProfile) -> QueryProfile {
             let def = &catalog::FUNCTION_CPU_NANOS;
             let value = TaskValue {
                 task: None,
-                value: i64::try_from(f.cpu_nanos).unwrap_or(i64::MAX),
+                value: saturating_i64(f.cpu_nanos),
             };
             let mut metric = def.summed(&f.expression, vec![value]);
             metric.name = format!("{}{i}", def.name);

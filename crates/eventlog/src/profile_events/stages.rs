@@ -7,6 +7,7 @@ use qprof_core::profile::{ProfileNode, StageProfile};
 use serde_json::{Map, Value, json};
 
 use crate::spark::EXECUTOR_METRIC_NAMES;
+use qprof_core::metric::saturating_i64;
 
 /// The nodes of a plan by id.
 pub(super) type NodeIndex<'a> = HashMap<usize, &'a ProfileNode>;
@@ -71,7 +72,6 @@ pub(super) fn stage_info(
 /// (on-heap regions, the JVM's non-heap and direct pools, garbage collection) are 0, and
 /// zeros are left out: Spark reads a missing metric as 0, and the log stays small.
 pub(super) fn executor_metrics(memory: &MemorySample) -> Value {
-    let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     Value::Object(
         EXECUTOR_METRIC_NAMES
             .iter()
@@ -86,7 +86,7 @@ pub(super) fn executor_metrics(memory: &MemorySample) -> Value {
                     "ProcessTreeJVMRSSMemory" => memory.rss_bytes,
                     _ => 0,
                 };
-                (v != 0).then(|| (n.to_string(), json!(clamp(v))))
+                (v != 0).then(|| (n.to_string(), json!(saturating_i64(v))))
             })
             .collect(),
     )

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::index::ListedApp;
+use qprof_core::metric::saturating_i64;
 
 /// What the cleaner deletes; nothing by default.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -33,7 +34,7 @@ pub(crate) fn to_delete<'a>(
     let apps: Vec<&ListedApp> = apps.collect();
     let mut out = Vec::new();
     if let Some(max_age) = options.max_age {
-        let oldest_kept = now_millis - i64::try_from(max_age.as_millis()).unwrap_or(i64::MAX);
+        let oldest_kept = now_millis - saturating_i64(max_age.as_millis());
         for app in apps.iter().filter(|a| !a.source.in_progress) {
             if app.last_updated < oldest_kept {
                 out.push((

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::UNIX_EPOCH;
 
+use qprof_core::metric::saturating_i64;
 use qprof_eventlog::EventLogError;
 use qprof_eventlog::layout::{LogSource, discover_in};
 use qprof_eventlog::replay::scan_info;
@@ -20,7 +21,7 @@ pub(crate) type Fingerprint = (u64, i64);
 pub(crate) fn now_millis() -> i64 {
     std::time::SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .map_or(0, |d| saturating_i64(d.as_millis()))
 }
 
 /// The fingerprint of `source`'s files as they were listed.
