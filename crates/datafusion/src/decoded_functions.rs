@@ -112,7 +112,7 @@ pub fn attach_sites(
         site.describe(format!("{}(…)", site.name()));
     }
     if let Some(root) = ProfiledExec::of(instrumented.as_ref()) {
-        root.stats().plan.add_sites(sites);
+        root.counters().plan.add_sites(sites);
     }
 }
 

@@ -48,12 +48,12 @@ use qprof_core::phases::JoinPhase;
 use crate::consumer::ConsumerMeters;
 use crate::counters::OperatorCounters;
 use crate::io::process_updater;
-use crate::profiler::error_line;
+use crate::text::error_line;
 
 /// Wraps one operator of a plan and records its work per task.
 pub struct ProfiledExec {
     inner: Arc<dyn ExecutionPlan>,
-    stats: Arc<OperatorCounters>,
+    counters: Arc<OperatorCounters>,
     /// For a file scan or a sink: the updater its tasks' I/O counters run on, created
     /// when a task starts (so the concurrency covers the whole task).
     io_updater: Option<Arc<PeriodicUpdater>>,
@@ -62,18 +62,18 @@ pub struct ProfiledExec {
 impl fmt::Debug for ProfiledExec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ProfiledExec")
-            .field("node_id", &self.stats.node_id)
+            .field("node_id", &self.counters.node_id)
             .field("inner", &self.inner.name())
             .finish()
     }
 }
 
 impl ProfiledExec {
-    pub(crate) fn new(inner: Arc<dyn ExecutionPlan>, stats: Arc<OperatorCounters>) -> Self {
+    pub(crate) fn new(inner: Arc<dyn ExecutionPlan>, counters: Arc<OperatorCounters>) -> Self {
         let io_updater = does_io(inner.as_ref()).then(process_updater);
         Self {
             inner,
-            stats,
+            counters,
             io_updater,
         }
     }
@@ -91,11 +91,11 @@ impl ProfiledExec {
 
     /// Pre-order id of the operator in its plan.
     pub fn node_id(&self) -> usize {
-        self.stats.node_id
+        self.counters.node_id
     }
 
-    pub(crate) fn stats(&self) -> &Arc<OperatorCounters> {
-        &self.stats
+    pub(crate) fn counters(&self) -> &Arc<OperatorCounters> {
+        &self.counters
     }
 
     /// From its next task on, measures how long the operator's consumer waits on it (the
@@ -103,7 +103,7 @@ impl ProfiledExec {
     /// fetch wait) and counts it as `tally`, which every task then shows; the first call
     /// decides.
     pub fn measure_waits(&self, tally: Tally) {
-        let _ = self.stats.waits_tally.set(tally);
+        let _ = self.counters.waits_tally.set(tally);
     }
 
     /// From its next task on, measures the CPU time the operator's consumer spends between
@@ -111,18 +111,18 @@ impl ProfiledExec {
     /// no wrapper frames (a shuffle writer) that takes each batch up synchronously. Read
     /// with [`OperatorTaskCounters::consumer_cpu_nanos`].
     pub fn measure_consumer_cpu(&self) {
-        self.stats
+        self.counters
             .measures_consumer_cpu
             .store(true, Ordering::Relaxed);
     }
 
     /// The counters of each task executed so far, by partition.
     pub fn task_counters(&self) -> Vec<(usize, Arc<OperatorTaskCounters>)> {
-        self.stats.executed_tasks()
+        self.counters.executed_tasks()
     }
 
     fn rewrap(&self, inner: Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
-        Arc::new(ProfiledExec::new(inner, Arc::clone(&self.stats)))
+        Arc::new(ProfiledExec::new(inner, Arc::clone(&self.counters)))
     }
 }
 
@@ -252,16 +252,16 @@ impl ExecutionPlan for ProfiledExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let task = self.stats.task(partition);
+        let task = self.counters.task(partition);
         task.record_start(epoch_millis());
         // an input of a join is executed by the join's task, inside its frame
-        let feeds = self.stats.join_input.get().and_then(|side| {
+        let feeds = self.counters.join_input.get().and_then(|side| {
             let join = attribution::current().filter(|t| t.phases().is_some())?;
             Some(JoinFeed { join, side: *side })
         });
         if let Some(updater) = &self.io_updater {
             task.io_or_init(|| IoCounters::new(updater));
-            self.stats.runtime.get_or_init(|| context.runtime_env());
+            self.counters.runtime.get_or_init(|| context.runtime_env());
         }
         let inner = {
             // operators register memory consumers and spawn input tasks here: the frame
@@ -269,13 +269,13 @@ impl ExecutionPlan for ProfiledExec {
             let _frame = attribution::enter(&SystemClock, &task);
             self.inner.execute(partition, context)?
         };
-        let waits = self.stats.waits_tally.get().copied();
+        let waits = self.counters.waits_tally.get().copied();
         if let Some(tally) = waits {
             task.tally(tally, 0);
         }
         let meters = ConsumerMeters::new(
             waits,
-            self.stats.measures_consumer_cpu.load(Ordering::Relaxed),
+            self.counters.measures_consumer_cpu.load(Ordering::Relaxed),
         );
         Ok(Box::pin(ProfiledStream {
             inner: ManuallyDrop::new(inner),

@@ -50,6 +50,7 @@ mod scalar_functions;
 mod session;
 mod spawn;
 mod spill;
+mod text;
 
 pub use collect::{
     NodeReading, OperatorMetrics, OperatorReading, PlanReadings, add_join_projection_metrics,
@@ -67,8 +68,8 @@ pub use native_metrics::operator_native_metrics;
 pub use options::QprofOptions;
 pub use planner::plan_timed_calls;
 pub use profiler::{
-    ProfileError, ProfiledQuery, Profiler, QueryFailure, QuerySnapshot, QueryStream, describe_sql,
-    error_line, plan_text,
+    ProfileError, ProfiledQuery, Profiler, QueryFailure, QuerySnapshot, QueryStream,
 };
 pub use read_cache::{ReadCache, ReadCacheConfig};
 pub use session::ProfilingSession;
+pub use text::{describe_sql, error_line, plan_text};

@@ -95,7 +95,7 @@ fn count_listing_pruning(plan: &Arc<dyn ExecutionPlan>, session: &dyn Session) {
             continue;
         };
         if let Some(pruned) = pruned_at_listing(config, listings.as_ref()) {
-            exec.stats()
+            exec.counters()
                 .files_pruned_at_listing
                 .store(pruned, Ordering::Relaxed);
         }
@@ -185,7 +185,7 @@ impl QueryPlanner for ProfilingQueryPlanner {
         let (wrapped, sites) = wrap_functions(logical_plan.clone(), &options)?;
         let physical = self.plan(&wrapped, session).await?;
         if let Some(root) = ProfiledExec::of(physical.as_ref()) {
-            root.stats().plan.add_sites(sites);
+            root.counters().plan.add_sites(sites);
         }
         count_listing_pruning(&physical, session);
         Ok(physical)

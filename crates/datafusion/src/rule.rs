@@ -117,7 +117,7 @@ fn assign_stages(root: &Arc<dyn ExecutionPlan>) {
     for (id, stage) in stages.iter().enumerate() {
         for node in stage {
             if let Some(p) = ProfiledExec::of(node.as_ref()) {
-                p.stats().set_stage(id as u32);
+                p.counters().set_stage(id as u32);
             }
         }
     }
@@ -129,12 +129,12 @@ fn mark_joins(plan: &Arc<dyn ExecutionPlan>) {
         .and_then(|exec| Some((exec, join_shape(exec.inner().as_ref())?)))
     {
         let (exec, shape) = join;
-        let _ = exec.stats().join.set(shape);
+        let _ = exec.counters().join.set(shape);
         for (index, child) in plan.children().into_iter().enumerate() {
             if let (Some(input), Some(side)) =
                 (ProfiledExec::of(child.as_ref()), shape.side_of(index))
             {
-                let _ = input.stats().join_input.set(side);
+                let _ = input.counters().join_input.set(side);
             }
         }
     }

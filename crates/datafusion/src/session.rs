@@ -6,7 +6,8 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
-use crate::profiler::{ProfileError, ProfiledQuery, Profiler, QueryFailure, describe_sql};
+use crate::profiler::{ProfileError, ProfiledQuery, Profiler, QueryFailure};
+use crate::text::describe_sql;
 
 /// A DataFusion session whose physical plans are profiled operator by operator: a
 /// convenience over [`Profiler::instrument`] for programs that start from a configuration.

@@ -8,11 +8,9 @@ use std::path::{Path, PathBuf};
 
 use crate::EventLogError;
 use crate::codec::Codec;
-pub use crate::storage::SkippedEntry;
 use crate::storage::{EntryKind, Storage, StoredEntry};
+pub use crate::storage::{ROLLING_DIR_PREFIX, SkippedEntry};
 
-/// Prefix of a rolling log's directory.
-pub const ROLLING_DIR_PREFIX: &str = "eventlog_v2_";
 /// Prefix of a rolling log's event files.
 pub const EVENTS_FILE_PREFIX: &str = "events_";
 /// Prefix of a rolling log's status marker.

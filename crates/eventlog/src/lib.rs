@@ -24,7 +24,6 @@ pub mod compare;
 #[cfg(feature = "test-util")]
 pub mod fixtures;
 pub mod flame_graph;
-mod heap_size;
 pub mod layout;
 pub mod listener;
 pub mod profile_diff;
@@ -37,7 +36,6 @@ pub mod snapshot;
 pub mod spark;
 pub mod state;
 pub mod storage;
-mod task_event;
 pub mod trace_events;
 pub mod writer;
 

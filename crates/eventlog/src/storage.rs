@@ -10,8 +10,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
-use crate::layout::ROLLING_DIR_PREFIX;
 use qprof_core::metric::saturating_i64;
+
+/// Prefix of a rolling log's directory: storage lists such a directory's files with the
+/// directory itself ([`Storage::list_logs`]).
+pub const ROLLING_DIR_PREFIX: &str = "eventlog_v2_";
 
 /// What an entry of a log directory is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

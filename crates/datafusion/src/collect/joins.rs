@@ -7,7 +7,7 @@ use qprof_core::metric::TaskValue;
 use qprof_core::phases::{JoinPhase, PhaseSnapshot};
 use qprof_core::profile::{NodeMetric, ProfileNode, names};
 
-use super::naming::TaskOf;
+use super::reading::TaskOf;
 use crate::joins::JoinShape;
 use qprof_core::metric::saturating_i64;
 

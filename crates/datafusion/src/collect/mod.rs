@@ -15,12 +15,12 @@ use qprof_core::sampling::FunctionStats;
 
 mod dynamic_filters;
 mod joins;
-mod naming;
+mod operator_metrics;
 mod reading;
 mod replaced_rows;
 
 pub use joins::add_projection_metrics as add_join_projection_metrics;
-pub use naming::{OperatorMetrics, operator_metrics};
+pub use operator_metrics::{OperatorMetrics, operator_metrics};
 pub(crate) use reading::read_plan;
 pub use reading::{NodeReading, OperatorReading, PlanReadings};
 
@@ -141,7 +141,7 @@ pub(crate) fn collect_profile(
     }
     let tasks = TaskMap(tasks);
     let next_unwrapped_id = wrapped.iter().map(|e| e.node_id() + 1).max().unwrap_or(0);
-    let plan_state = wrapped.first().map(|e| Arc::clone(&e.stats().plan));
+    let plan_state = wrapped.first().map(|e| Arc::clone(&e.counters().plan));
     let (functions, unplaced) = match &plan_state {
         Some(state) => place_functions(&wrapped, &state.sites()),
         None => (HashMap::new(), Vec::new()),
@@ -282,7 +282,7 @@ impl NodeBuilder<'_> {
                 native
             }
         };
-        let runtime = ProfiledExec::of(plan.as_ref()).and_then(|e| e.stats().runtime.get());
+        let runtime = ProfiledExec::of(plan.as_ref()).and_then(|e| e.counters().runtime.get());
         let (filter_metrics, filter_info) =
             dynamic_filters::metrics(plan.as_ref(), self.producers, runtime.map(Arc::as_ref));
         metrics.extend(filter_metrics);
@@ -311,7 +311,7 @@ fn place_functions(
 ) -> (HashMap<usize, Vec<FunctionProfile>>, Vec<FunctionProfile>) {
     let mut owners: HashMap<*const OperatorTaskCounters, usize> = HashMap::new();
     for exec in wrapped {
-        let stats = exec.stats();
+        let stats = exec.counters();
         owners.insert(Arc::as_ptr(&stats.spawned), exec.node_id());
         for (_, task) in stats.executed_tasks() {
             owners.insert(Arc::as_ptr(&task), exec.node_id());

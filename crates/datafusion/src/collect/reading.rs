@@ -9,12 +9,16 @@ use std::sync::atomic::Ordering;
 use datafusion::physical_plan::ExecutionPlan;
 use qprof_core::counters::{OperatorTaskCounters, OperatorTaskSnapshot};
 use qprof_core::io::IoSnapshot;
+use qprof_core::metric::TaskRef;
 use qprof_core::phases::{JoinPhase, PhaseSnapshot};
 use qprof_core::profile::{FunctionProfile, NodeMetric};
 use qprof_core::spill::SpillSnapshot;
 
 use super::{dynamic_filters, place_functions, sort_functions};
 use crate::exec::ProfiledExec;
+
+/// The task that computed a partition of the operator's stage.
+pub(super) type TaskOf<'a> = &'a dyn Fn(usize) -> Option<TaskRef>;
 
 /// One wrapped operator's counters, read once so that every figure named from them comes
 /// from the same moment (spawned work can still finish after the last batch).
@@ -46,7 +50,7 @@ pub struct OperatorReading {
 impl OperatorReading {
     /// Reads `exec`'s counters now.
     pub(crate) fn of(exec: &ProfiledExec) -> Self {
-        let stats = exec.stats();
+        let stats = exec.counters();
         let executed = stats.executed_tasks();
         let io_of =
             |p: Option<usize>, c: &OperatorTaskCounters| c.io().map(|io| (p, io.snapshot()));
@@ -150,7 +154,7 @@ pub(crate) fn read_plan(plan: &Arc<dyn ExecutionPlan>) -> PlanReadings {
     gather(plan, &mut wrapped);
     let Some((root_id, state)) = wrapped
         .first()
-        .map(|(_, e)| (e.node_id(), Arc::clone(&e.stats().plan)))
+        .map(|(_, e)| (e.node_id(), Arc::clone(&e.counters().plan)))
     else {
         return PlanReadings::default();
     };
@@ -174,7 +178,7 @@ pub(crate) fn read_plan(plan: &Arc<dyn ExecutionPlan>) -> PlanReadings {
                 stages.push(stage);
             }
         }
-        let runtime = exec.stats().runtime.get();
+        let runtime = exec.counters().runtime.get();
         let (filter_metrics, _) =
             dynamic_filters::metrics(node.as_ref(), &producers, runtime.map(Arc::as_ref));
         let mut functions = functions.remove(&exec.node_id()).unwrap_or_default();

@@ -51,7 +51,8 @@ use crate::rule::ProfilingRule;
 use crate::spawn::install_spawn_attribution;
 use crate::spill::counting_disk_manager;
 
-pub use outcome::{ProfileError, ProfiledQuery, QueryFailure, describe_sql, error_line, plan_text};
+use crate::text::plan_text;
+pub use outcome::{ProfileError, ProfiledQuery, QueryFailure};
 use queries::Started;
 pub use stream::QueryStream;
 

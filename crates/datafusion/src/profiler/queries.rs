@@ -17,10 +17,8 @@ use crate::collect::{QueryInfo, collect_profile};
 use crate::memory::AttributingPool;
 use crate::options::QprofOptions;
 
-use super::{
-    ProfileError, ProfiledQuery, Profiler, QueryFailure, QueryStream, app_info, describe_sql,
-    plan_text,
-};
+use super::{ProfileError, ProfiledQuery, Profiler, QueryFailure, QueryStream, app_info};
+use crate::text::{describe_sql, plan_text};
 
 impl Profiler {
     /// Plans and runs `sql` in `ctx`; the query gets the next id of the profiler and is

@@ -12,7 +12,8 @@ use futures::Stream;
 use qprof_core::profile::QueryProfile;
 
 use super::queries::Started;
-use super::{ProfileError, Profiler, error_line};
+use super::{ProfileError, Profiler};
+use crate::text::error_line;
 
 /// The batches of a query started with [`Profiler::execute_stream`]. When it ends (or
 /// fails, or is dropped first), the profile is taken and the query's end posted.

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::DRIVER;
 use super::stages::NodeIndex;
-use crate::task_event::{InputLog, MetricsLog, ShuffleReadLog, ShuffleWriteLog};
+use crate::state::task_event::{InputLog, MetricsLog, ShuffleReadLog, ShuffleWriteLog};
 
 /// Per-task figures Spark's task metrics need, read from the profile's nodes.
 pub(super) struct TaskFigures {
@@ -439,7 +439,7 @@ impl TaskEnd {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task_event::EndReason;
+    use crate::state::task_event::EndReason;
 
     /// What Spark's history server shows for a task that ended for `reason`, written
     /// by qprof.

@@ -10,13 +10,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::spark::{EXECUTOR_METRIC_NAMES, events};
-use crate::task_event::TaskEvent;
+use task_event::TaskEvent;
 
 mod app;
+mod heap_size;
 mod jobs;
 pub(crate) mod plan;
 mod sql;
 mod stages;
+pub(crate) mod task_event;
 
 pub use app::{AppInfo, Executor};
 pub use jobs::Job;
@@ -106,7 +108,7 @@ fn merge_peaks(into: &mut Option<ExecutorPeaks>, new: ExecutorPeaks) {
 impl AppState {
     /// Heap bytes the state holds, counted from what it holds (see `heap_size`).
     pub fn heap_bytes(&self) -> usize {
-        use crate::heap_size::HeapSize;
+        use heap_size::HeapSize;
         self.info.heap_bytes()
             + self.environment.heap_bytes()
             + self.resource_profiles.heap_bytes()

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::{
     AppState, Applied, ExecutorPeaks, Missing, i64_field, merge_peaks, req_i64, str_field,
 };
-use crate::task_event::{Peaks, TaskEvent, TaskInfo};
+use crate::state::task_event::{Peaks, TaskEvent, TaskInfo};
 
 /// Status of a stage attempt, named as in Spark's REST API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

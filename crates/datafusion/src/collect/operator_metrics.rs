@@ -1,5 +1,5 @@
-//! Naming an operator's reading: the metrics a profile shows for it, each with its
-//! values task by task.
+//! An operator's metrics from its reading: the metrics a profile shows for it, each with
+//! its values task by task.
 
 use datafusion::physical_plan::ExecutionPlan;
 use qprof_core::catalog::{self, Family, MetricDef, Tally};
@@ -11,15 +11,12 @@ use qprof_core::profile::{NodeMetric, names};
 use qprof_core::spill::SpillSnapshot;
 
 use super::joins;
-use super::reading::OperatorReading;
+use super::reading::{OperatorReading, TaskOf};
 use crate::definitions;
 use crate::exec::ProfiledExec;
 use crate::joins::join_shape;
 use crate::native_metrics::add_stride_totals;
 use qprof_core::metric::saturating_i64;
-
-/// The task that computed a partition of the operator's stage.
-pub(super) type TaskOf<'a> = &'a dyn Fn(usize) -> Option<TaskRef>;
 
 /// An operator's metrics and the facts shown beside them.
 #[derive(Debug, Clone, Default, PartialEq)]
