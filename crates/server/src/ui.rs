@@ -72,6 +72,13 @@ pub(crate) async fn index() -> Html<&'static str> {
     Html(index_html())
 }
 
+pub(crate) async fn asset(Path(file): Path<String>) -> Response {
+    match ASSETS.iter().find(|(name, _, _)| *name == file) {
+        Some((_, kind, body)) => ([(header::CONTENT_TYPE, *kind)], *body).into_response(),
+        None => (StatusCode::NOT_FOUND, "no such file").into_response(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,12 +119,5 @@ mod tests {
         assert_eq!(scripts, want);
         assert_eq!(scripts.first().copied(), Some("static/lib.js"));
         assert_eq!(scripts.last().copied(), Some("static/app.js"));
-    }
-}
-
-pub(crate) async fn asset(Path(file): Path<String>) -> Response {
-    match ASSETS.iter().find(|(name, _, _)| *name == file) {
-        Some((_, kind, body)) => ([(header::CONTENT_TYPE, *kind)], *body).into_response(),
-        None => (StatusCode::NOT_FOUND, "no such file").into_response(),
     }
 }
