@@ -12,13 +12,12 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use qprof_core::clock::epoch_millis;
-use qprof_core::metric::saturating_i64;
-use qprof_core::profile::{QueryProfile, names};
 use qprof_datafusion::Profiler;
 use qprof_eventlog::listener::EventLogListener;
+use qprof_eventlog::live::{LiveState, RunningQuery};
 use qprof_eventlog::profile_events::{IdCounters, QueryRecord, running_query_events};
 use qprof_eventlog::profile_json::MemoryJson;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::task::JoinHandle;
 
 /// The live state of a run, read from its profiler when asked.
@@ -29,46 +28,18 @@ struct RunLive {
     host: String,
 }
 
-/// Rows a (running) query's scans produced so far, and bytes it read.
-pub(crate) fn scan_progress(profile: &QueryProfile) -> (i64, i64) {
-    let scans = || profile.plan.iter().filter(|n| n.name == "DataSourceExec");
-    let rows: i64 = scans().filter_map(|n| n.value(names::OUTPUT_ROWS)).sum();
-    let bytes: i64 = profile
-        .plan
-        .iter()
-        .filter_map(|n| n.value(names::READ_BYTES))
-        .sum();
-    (rows, bytes)
-}
-
-/// `{"id", "sql", "elapsedMillis", "rowsScanned", "bytesRead", "stages", "tasks",
-/// "tasksFinished"}` of a running query's snapshot.
-fn running_query(profile: &QueryProfile) -> Value {
-    let (rows, bytes) = scan_progress(profile);
-    let tasks = || profile.stages.iter().flat_map(|s| &s.tasks);
-    json!({
-        "id": profile.id,
-        "sql": profile.sql,
-        "elapsedMillis": profile.duration_nanos / 1_000_000,
-        "rowsScanned": rows,
-        "bytesRead": bytes,
-        "stages": profile.stages.len(),
-        "tasks": tasks().count(),
-        "tasksFinished": tasks().filter(|t| t.finish_epoch_millis > 0).count(),
-    })
-}
-
 impl qprof_server::LiveSource for RunLive {
-    fn live(&self) -> Value {
-        let running: Vec<Value> = self
-            .profiler
-            .running_queries()
-            .into_iter()
-            .filter_map(|id| self.profiler.snapshot(id))
-            .map(|p| running_query(&p))
-            .collect();
-        let memory = self.profiler.memory_now();
-        json!({"running": running, "memory": MemoryJson::from(&memory)})
+    fn live(&self) -> LiveState {
+        LiveState {
+            running: self
+                .profiler
+                .running_queries()
+                .into_iter()
+                .filter_map(|id| self.profiler.snapshot(id))
+                .map(|p| RunningQuery::of(&p))
+                .collect(),
+            memory: MemoryJson::from(&self.profiler.memory_now()),
+        }
     }
 
     fn log_path(&self) -> Option<PathBuf> {
@@ -79,23 +50,12 @@ impl qprof_server::LiveSource for RunLive {
         let now = epoch_millis();
         let mut events = Vec::new();
         for query in self.profiler.running_snapshots() {
-            let record = QueryRecord {
-                description: query.description,
-                sql: &query.profile.sql,
-                plan_text: query.plan_text,
-                start_epoch_millis: millis(query.profile.start_epoch_millis),
-                end_epoch_millis: millis(now),
-                profile: Some(&query.profile),
-                error: None,
-            };
+            let record =
+                QueryRecord::running(query.description, query.plan_text, &query.profile, now);
             events.extend(running_query_events(&record, &self.host, ids));
         }
         events
     }
-}
-
-fn millis(ms: u64) -> i64 {
-    saturating_i64(ms)
 }
 
 /// The UI of a run, serving until the run ends (or, kept, until interrupted).

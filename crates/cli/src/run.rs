@@ -20,6 +20,7 @@ use qprof_datafusion::{
     Profiler, ProfilingSession, QueryFailure, ReadCache, ReadCacheConfig, describe_sql, error_line,
 };
 use qprof_eventlog::listener::EventLogListener;
+use qprof_eventlog::live::ScanProgress;
 use qprof_eventlog::profile_json::ProfilesDocument;
 use qprof_eventlog::writer::{DEFAULT_ROLL_BYTES, LogConfig};
 use qprof_tpch::{DatasetPaths, ScaleFactor};
@@ -28,7 +29,7 @@ use crate::cli::{
     ExecOptions, FunctionTracking, LogOptions, QueryList, RunArgs, SqlArgs, check_dir, data_dir,
 };
 use crate::data::{register_s3, register_tables, split_statements};
-use crate::live::{LiveUi, scan_progress};
+use crate::live::LiveUi;
 
 /// The session configuration qprof runs with (and benchmarks against).
 ///
@@ -341,7 +342,7 @@ async fn with_progress<T>(
 
 /// `q3  2.1 s  rows scanned 1,234,567  read 120.5 MiB (57.3 MiB/s)`.
 fn progress_line(label: &str, profile: &QueryProfile, elapsed: Duration) -> String {
-    let (rows, bytes) = scan_progress(profile);
+    let ScanProgress { rows, bytes } = ScanProgress::of(profile);
     let rate = bytes as f64 / elapsed.as_secs_f64().max(1e-3);
     format!(
         "{label}  {:.1} s  rows scanned {}  read {} ({}/s)",

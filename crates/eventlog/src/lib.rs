@@ -4,7 +4,8 @@
 //!   qprof's query profiles into Spark 4 event logs (rolling layout, optional zstd,
 //!   crash-safe line by line);
 //! - [`profile_json`] is qprof's own JSON profile (`--profile-out` and the extension
-//!   event), as versioned serde types;
+//!   event), as versioned serde types; [`live`] what a running application serves at
+//!   `/qprof/v1/live`;
 //! - [`layout`], [`codec`] and [`replay`] find and read logs written by qprof or by Spark
 //!   (uncompressed, zstd, lz4; single-file or rolling; in progress or complete), through
 //!   a [`storage`] seam: the local file system, or an object store supplied by the caller;
@@ -26,6 +27,7 @@ pub mod fixtures;
 pub mod flame_graph;
 pub mod layout;
 pub mod listener;
+pub mod live;
 pub mod profile_diff;
 pub mod profile_events;
 pub mod profile_json;

@@ -38,21 +38,16 @@ enum LogState {
     Broken,
 }
 
-fn millis(ms: u64) -> i64 {
-    saturating_i64(ms)
-}
-
 impl<'a> From<&'a QueryEnd> for QueryRecord<'a> {
     fn from(end: &'a QueryEnd) -> QueryRecord<'a> {
-        QueryRecord {
-            description: end.description.clone(),
-            sql: &end.text,
-            plan_text: end.plan_text.clone(),
-            start_epoch_millis: millis(end.start_epoch_millis),
-            end_epoch_millis: millis(end.end_epoch_millis),
-            profile: end.profile.as_ref(),
-            error: end.error.clone(),
-        }
+        QueryRecord::new(
+            end.description.clone(),
+            &end.text,
+            end.plan_text.clone(),
+            (end.start_epoch_millis, end.end_epoch_millis),
+            end.profile.as_ref(),
+            end.error.clone(),
+        )
     }
 }
 
@@ -127,7 +122,7 @@ impl Listener for EventLogListener {
                 match std::mem::replace(&mut *state, LogState::Broken) {
                     LogState::Open(log) => {
                         let dir = log.finish(
-                            millis(end.end_epoch_millis),
+                            saturating_i64(end.end_epoch_millis),
                             end.exit_code,
                             end.peak_rss_bytes,
                         )?;

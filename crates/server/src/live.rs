@@ -2,14 +2,15 @@
 
 use std::path::PathBuf;
 
+use qprof_eventlog::live::LiveState;
 use qprof_eventlog::profile_events::IdCounters;
 use serde_json::Value;
 
 /// What a running application tells about itself beyond its log: the queries running now
 /// and the executor's memory now. Its owner computes it; the server only serves it.
 pub trait LiveSource: Send + Sync + std::fmt::Debug {
-    /// The live state as JSON: `{"running": [...], "memory": {...}}`.
-    fn live(&self) -> Value;
+    /// The live state now.
+    fn live(&self) -> LiveState;
 
     /// The application's log (its directory, or its file), once it started: the log whose
     /// replay the running queries complete.

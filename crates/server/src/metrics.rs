@@ -8,9 +8,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use qprof_eventlog::live::{LiveState, RunningQuery};
 use qprof_eventlog::spark::EXECUTOR_METRIC_NAMES;
 use qprof_eventlog::state::AppState;
-use serde_json::Value;
 use std::sync::atomic::AtomicU64;
 
 use crate::api::ApiError;
@@ -31,7 +31,7 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
 ///
 /// # Errors
 /// The log directory cannot be listed.
-pub(crate) fn exposition(store: &LogStore, live: Option<&Value>) -> Result<String, ApiError> {
+pub(crate) fn exposition(store: &LogStore, live: Option<&LiveState>) -> Result<String, ApiError> {
     let apps = store.list().map_err(ApiError::Log)?;
     let applications = Family::<Labels, Gauge>::default();
     let peaks = Family::<Labels, Gauge>::default();
@@ -173,51 +173,52 @@ fn add_app(
 
 /// The gauges of a running application: its running queries and their progress, and the
 /// executor's memory now by region.
-fn register_live(registry: &mut Registry, live: &Value) {
-    let running = live["running"].as_array().cloned().unwrap_or_default();
+fn register_live(registry: &mut Registry, live: &LiveState) {
     let queries = Gauge::<i64>::default();
-    queries.set(saturating_i64(running.len()));
+    queries.set(saturating_i64(live.running.len()));
     registry.register("live_running_queries", "Queries running now", queries);
-    // one gauge per running query of `key`'s value, times `scale`
-    let progress = |key: &str, scale: f64| {
+    // one gauge per running query of what `read` reads
+    let progress = |read: fn(&RunningQuery) -> f64| {
         let family = Family::<Labels, Gauge<f64, AtomicU64>>::default();
-        for q in &running {
-            let id = q["id"].to_string();
-            let value = q[key].as_f64().unwrap_or(0.0) * scale;
-            family.get_or_create(&labels(&[("query", &id)])).set(value);
+        for q in &live.running {
+            let id = q.id.to_string();
+            family
+                .get_or_create(&labels(&[("query", &id)]))
+                .set(read(q));
         }
         family
     };
     registry.register(
         "live_query_elapsed_seconds",
         "How long each running query has run",
-        progress("elapsedMillis", 1e-3),
+        progress(|q| q.elapsed_millis as f64 * 1e-3),
     );
     registry.register(
         "live_query_tasks_finished",
         "Tasks each running query has finished",
-        progress("tasksFinished", 1.0),
+        progress(|q| q.tasks_finished as f64),
     );
     registry.register(
         "live_query_rows_scanned",
         "Rows each running query's scans have produced",
-        progress("rowsScanned", 1.0),
+        progress(|q| q.rows_scanned as f64),
     );
     registry.register(
         "live_query_bytes_read",
         "Bytes each running query has read from storage",
-        progress("bytesRead", 1.0),
+        progress(|q| q.bytes_read as f64),
     );
     let memory = Family::<Labels, Gauge>::default();
-    for (region, key) in [
-        ("heap", "heapBytes"),
-        ("execution", "executionBytes"),
-        ("storage", "storageBytes"),
-        ("file_mapped", "fileMappedBytes"),
-        ("rss", "rssBytes"),
-        ("virtual", "virtualBytes"),
+    let m = &live.memory;
+    for (region, bytes) in [
+        ("heap", m.heap_bytes),
+        ("execution", m.execution_bytes),
+        ("storage", m.storage_bytes),
+        ("file_mapped", m.file_mapped_bytes),
+        ("rss", m.rss_bytes),
+        ("virtual", m.virtual_bytes),
     ] {
-        let value = live["memory"][key].as_i64().unwrap_or(0);
+        let value = saturating_i64(bytes);
         memory
             .get_or_create(&labels(&[("region", region)]))
             .set(value);

@@ -10,6 +10,7 @@ mod tasks;
 mod tests;
 
 use qprof_core::executor_memory::MemorySample;
+use qprof_core::metric::saturating_i64;
 use qprof_core::profile::{QueryProfile, StageProfile, TaskProfile, names};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -48,6 +49,46 @@ pub struct QueryRecord<'a> {
     pub profile: Option<&'a QueryProfile>,
     /// Why the query failed.
     pub error: Option<String>,
+}
+
+impl<'a> QueryRecord<'a> {
+    /// A query's record, its times in epoch ms (Spark's longs, saturated).
+    pub fn new(
+        description: String,
+        sql: &'a str,
+        plan_text: String,
+        (start_epoch_millis, end_epoch_millis): (u64, u64),
+        profile: Option<&'a QueryProfile>,
+        error: Option<String>,
+    ) -> QueryRecord<'a> {
+        QueryRecord {
+            description,
+            sql,
+            plan_text,
+            start_epoch_millis: saturating_i64(start_epoch_millis),
+            end_epoch_millis: saturating_i64(end_epoch_millis),
+            profile,
+            error,
+        }
+    }
+
+    /// A query still running at `now_epoch_millis`, as far as its live `profile` got.
+    pub fn running(
+        description: String,
+        plan_text: String,
+        profile: &'a QueryProfile,
+        now_epoch_millis: u64,
+    ) -> QueryRecord<'a> {
+        let span = (profile.start_epoch_millis, now_epoch_millis);
+        QueryRecord::new(
+            description,
+            &profile.sql,
+            plan_text,
+            span,
+            Some(profile),
+            None,
+        )
+    }
 }
 
 /// `object` with each value moved to its key, in the place the key's `null` holds.

@@ -1,0 +1,123 @@
+//! `/qprof/v1/live`: what a running application tells beyond its log, its queries running
+//! now and the executor's memory now. Its producer fills these types, its server serves
+//! them and reads them for Prometheus, and its page reads their JSON.
+
+use qprof_core::profile::{QueryProfile, names};
+use serde::{Deserialize, Serialize};
+
+use crate::profile_json::MemoryJson;
+
+/// A running application's state now.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveState {
+    /// Its queries running now, as far as each got.
+    pub running: Vec<RunningQuery>,
+    /// The executor's memory now.
+    pub memory: MemoryJson,
+}
+
+/// A query running now.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunningQuery {
+    /// Its id in the application.
+    pub id: usize,
+    /// Its SQL.
+    pub sql: String,
+    /// How long it has run.
+    pub elapsed_millis: u64,
+    /// Rows its scans produced so far.
+    pub rows_scanned: i64,
+    /// Bytes it read from storage so far.
+    pub bytes_read: i64,
+    /// Its stages so far.
+    pub stages: usize,
+    /// Its tasks so far, started or finished.
+    pub tasks: usize,
+    /// Its finished tasks.
+    pub tasks_finished: usize,
+}
+
+impl RunningQuery {
+    /// The query as its live profile (a snapshot) shows it.
+    pub fn of(profile: &QueryProfile) -> RunningQuery {
+        let progress = ScanProgress::of(profile);
+        let tasks = || profile.stages.iter().flat_map(|s| &s.tasks);
+        RunningQuery {
+            id: profile.id,
+            sql: profile.sql.clone(),
+            elapsed_millis: profile.duration_nanos / 1_000_000,
+            rows_scanned: progress.rows,
+            bytes_read: progress.bytes,
+            stages: profile.stages.len(),
+            tasks: tasks().count(),
+            tasks_finished: tasks().filter(|t| t.finish_epoch_millis > 0).count(),
+        }
+    }
+}
+
+/// How far a (running) query's reading got.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScanProgress {
+    /// Rows its scans produced.
+    pub rows: i64,
+    /// Bytes it read from storage.
+    pub bytes: i64,
+}
+
+impl ScanProgress {
+    /// The progress `profile` shows.
+    pub fn of(profile: &QueryProfile) -> ScanProgress {
+        let scans = profile.plan.iter().filter(|n| n.name == "DataSourceExec");
+        ScanProgress {
+            rows: scans.filter_map(|n| n.value(names::OUTPUT_ROWS)).sum(),
+            bytes: profile
+                .plan
+                .iter()
+                .filter_map(|n| n.value(names::READ_BYTES))
+                .sum(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_json_is_the_pages_contract() {
+        let state = LiveState {
+            running: vec![RunningQuery {
+                id: 3,
+                sql: "select 1".into(),
+                elapsed_millis: 1_500,
+                rows_scanned: 10,
+                bytes_read: 20,
+                stages: 2,
+                tasks: 4,
+                tasks_finished: 1,
+            }],
+            memory: MemoryJson {
+                heap_bytes: 5,
+                ..MemoryJson::default()
+            },
+        };
+        let json = serde_json::to_value(&state).unwrap();
+        let query = &json["running"][0];
+        for key in [
+            "id",
+            "sql",
+            "elapsedMillis",
+            "rowsScanned",
+            "bytesRead",
+            "stages",
+            "tasks",
+            "tasksFinished",
+        ] {
+            assert!(query.get(key).is_some(), "{key} missing: {query}");
+        }
+        assert_eq!(json["memory"]["heapBytes"], 5);
+        assert_eq!(serde_json::from_value::<LiveState>(json).unwrap(), state);
+    }
+}
