@@ -16,7 +16,7 @@ use std::sync::Arc;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::SessionContext;
 use qprof_datafusion::Profiler;
-use qprof_eventlog::listener::EventLogListener;
+use qprof_eventlog::EventLogListener;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {

@@ -17,7 +17,7 @@ use qprof_ballista::cluster::{
 use qprof_core::clock::process_cpu_nanos;
 use qprof_core::events::Listener;
 use qprof_datafusion::Profiler;
-use qprof_eventlog::listener::EventLogListener;
+use qprof_eventlog::EventLogListener;
 
 use crate::bench::{Cost, report, run_alone, tpch_sqls};
 use crate::cli::{BenchSide, OverheadArgs, QueryList, data_dir};

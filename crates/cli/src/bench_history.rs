@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use axum::body::Body;
 use axum::http::Request;
-use qprof_eventlog::layout::{APPSTATUS_PREFIX, discover};
+use qprof_eventlog::{APPSTATUS_PREFIX, discover};
 use qprof_server::LogStore;
 use qprof_server::store::{ListedApp, StoreOptions};
 use tower::ServiceExt;
@@ -28,7 +28,7 @@ fn template(from: &Path) -> Result<(String, PathBuf)> {
         .filter(|s| {
             s.files
                 .iter()
-                .all(|f| f.codec == qprof_eventlog::codec::Codec::None)
+                .all(|f| f.codec == qprof_eventlog::Codec::None)
         })
         .collect();
     found.sort_by_key(|s| s.files.iter().map(|f| f.modified_millis).max());
@@ -39,7 +39,7 @@ fn template(from: &Path) -> Result<(String, PathBuf)> {
             from.display()
         );
     };
-    let info = qprof_eventlog::replay::scan_info(&source)
+    let info = qprof_eventlog::scan_info(&source)
         .with_context(|| format!("cannot read '{}'", source.path.display()))?;
     let Some(id) = info.id else {
         bail!("'{}' has no application start", source.path.display());

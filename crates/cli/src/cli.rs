@@ -42,7 +42,7 @@ pub(crate) struct DiffArgs {
     /// The second run's profile, named the same ways.
     pub after: String,
     /// Flag operators whose self CPU grew by more than this percent (and 1 ms).
-    #[arg(long, value_name = "PCT", default_value_t = qprof_eventlog::profile_diff::DEFAULT_REGRESSION_THRESHOLD_PERCENT, value_parser = parse_percent)]
+    #[arg(long, value_name = "PCT", default_value_t = qprof_eventlog::DEFAULT_REGRESSION_THRESHOLD_PERCENT, value_parser = parse_percent)]
     pub threshold: f64,
     /// Exit non-zero when an operator's self CPU grew by more than this percent (for CI).
     #[arg(long, value_name = "PCT", value_parser = parse_percent)]

@@ -18,9 +18,9 @@ use qprof_ballista::cluster::{
 };
 use qprof_core::events::Listener;
 use qprof_datafusion::Profiler;
-use qprof_eventlog::listener::EventLogListener;
-use qprof_eventlog::profile_json::{FORMAT_VERSION, ProfilesDocument, ServedProfile};
-use qprof_eventlog::writer::{DEFAULT_ROLL_BYTES, LogConfig};
+use qprof_eventlog::EventLogListener;
+use qprof_eventlog::{DEFAULT_ROLL_BYTES, LogConfig};
+use qprof_eventlog::{FORMAT_VERSION, ProfilesDocument, ServedProfile};
 
 use crate::cli::{ExecOptions, QueryList, RunArgs, SqlArgs, data_dir, parse_duration};
 use crate::cluster_profiles::ProfileClient;

@@ -16,7 +16,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use qprof_ballista::job_profiles::{JobProfile, JobProfiles};
-use qprof_eventlog::profile_json::ServedProfile;
+use qprof_eventlog::ServedProfile;
 
 /// Where the scheduler serves the profile of a client's job.
 const ROUTE: &str = "/qprof/v1/sessions/{session}/jobs/{job}/profile";

@@ -4,10 +4,10 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use qprof_eventlog::layout::discover;
-use qprof_eventlog::profile_diff::diff as diff_query;
-use qprof_eventlog::profile_json::{ProfilesDocument, QueryJson};
-use qprof_eventlog::replay::{Replay, scan_info};
+use qprof_eventlog::diff_queries as diff_query;
+use qprof_eventlog::discover;
+use qprof_eventlog::{ProfilesDocument, QueryJson};
+use qprof_eventlog::{Replay, scan_info};
 
 use crate::cli::DiffArgs;
 

@@ -13,10 +13,10 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use qprof_core::clock::epoch_millis;
 use qprof_datafusion::Profiler;
-use qprof_eventlog::listener::EventLogListener;
-use qprof_eventlog::live::{LiveState, RunningQuery};
-use qprof_eventlog::profile_events::{IdCounters, QueryRecord, running_query_events};
-use qprof_eventlog::profile_json::MemoryJson;
+use qprof_eventlog::EventLogListener;
+use qprof_eventlog::MemoryJson;
+use qprof_eventlog::{IdCounters, QueryRecord, running_query_events};
+use qprof_eventlog::{LiveState, RunningQuery};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 

@@ -19,10 +19,10 @@ use qprof_datafusion::read_cache::DEFAULT_MEMORY_BYTES;
 use qprof_datafusion::{
     Profiler, ProfilingSession, QueryFailure, ReadCache, ReadCacheConfig, describe_sql, error_line,
 };
-use qprof_eventlog::listener::EventLogListener;
-use qprof_eventlog::live::ScanProgress;
-use qprof_eventlog::profile_json::ProfilesDocument;
-use qprof_eventlog::writer::{DEFAULT_ROLL_BYTES, LogConfig};
+use qprof_eventlog::EventLogListener;
+use qprof_eventlog::ProfilesDocument;
+use qprof_eventlog::ScanProgress;
+use qprof_eventlog::{DEFAULT_ROLL_BYTES, LogConfig};
 use qprof_tpch::{DatasetPaths, ScaleFactor};
 
 use crate::cli::{
@@ -469,7 +469,7 @@ pub(crate) fn summarize_document(document: &ProfilesDocument, exec: &ExecOptions
         println!("profiles written to {}", path.display());
     }
     if let Some(path) = &exec.trace_out {
-        let trace = qprof_eventlog::trace_events::chrome_trace(queries);
+        let trace = qprof_eventlog::chrome_trace(queries);
         std::fs::write(path, trace.to_string())
             .with_context(|| format!("cannot write the trace to '{}'", path.display()))?;
         println!("trace written to {}", path.display());

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use qprof_eventlog::EventLogError;
-use qprof_eventlog::storage::Storage;
+use qprof_eventlog::Storage;
 use qprof_server::ObjectStorage;
 
 use crate::cli::ServeArgs;

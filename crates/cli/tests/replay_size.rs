@@ -4,8 +4,8 @@
 
 use common::tpch_event_log;
 use qprof_core::executor_memory::process_memory;
-use qprof_eventlog::layout::discover;
-use qprof_eventlog::replay::Replay;
+use qprof_eventlog::Replay;
+use qprof_eventlog::discover;
 
 mod common;
 

@@ -2,10 +2,10 @@
 //! answer (qprof's profiles included) is the same.
 
 use common::tpch_event_log;
+use qprof_eventlog::LogStamp;
+use qprof_eventlog::Replay;
+use qprof_eventlog::discover;
 use qprof_eventlog::fixtures::every_answer;
-use qprof_eventlog::layout::discover;
-use qprof_eventlog::replay::Replay;
-use qprof_eventlog::snapshot::LogStamp;
 
 mod common;
 

@@ -11,10 +11,10 @@ use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use qprof_core::profile::{ProfileNode, QueryProfile, names};
 use qprof_datafusion::Profiler;
-use qprof_eventlog::layout::discover;
-use qprof_eventlog::listener::EventLogListener;
-use qprof_eventlog::replay::Replay;
-use qprof_eventlog::spark::EXECUTOR_METRIC_NAMES;
+use qprof_eventlog::EXECUTOR_METRIC_NAMES;
+use qprof_eventlog::EventLogListener;
+use qprof_eventlog::Replay;
+use qprof_eventlog::discover;
 use serde_json::Value;
 
 mod common;

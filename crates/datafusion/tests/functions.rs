@@ -11,7 +11,7 @@ use datafusion::datasource::MemTable;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use qprof_core::profile::{FunctionProfile, ProfileNode, QueryProfile, names};
 use qprof_datafusion::ProfilingSession;
-use qprof_eventlog::profile_json::QueryJson;
+use qprof_eventlog::QueryJson;
 
 const ROWS_PER_BATCH: usize = 1_000;
 const BATCHES: usize = 24;

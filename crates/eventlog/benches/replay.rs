@@ -6,10 +6,10 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use qprof_eventlog::LogStamp;
+use qprof_eventlog::discover;
 use qprof_eventlog::fixtures::{copy_oracle_app, synthetic_spark_log};
-use qprof_eventlog::layout::discover;
-use qprof_eventlog::replay::{Replay, scan_info};
-use qprof_eventlog::snapshot::LogStamp;
+use qprof_eventlog::{Replay, scan_info};
 
 fn replay(c: &mut Criterion) {
     let dir = std::env::temp_dir().join(format!("qprof-bench-replay-{}", std::process::id()));

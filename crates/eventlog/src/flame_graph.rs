@@ -12,7 +12,7 @@ use crate::profile_json::{NodeJson, QueryJson};
 
 /// Errors drawing a flame graph.
 #[derive(Debug, thiserror::Error)]
-pub enum FlameGraphError {
+pub(crate) enum FlameGraphError {
     /// The query has no CPU time to draw (e.g. it failed before any operator ran).
     #[error("query {0} has no operator CPU time to draw")]
     Empty(usize),
@@ -26,7 +26,7 @@ const MAX_LABEL_CHARS: usize = 90;
 
 /// The folded stacks of `query`'s self CPU, in microseconds, one line per frame with time
 /// of its own, in plan order: `query 3;stage 4;HashJoinExec #6;fn sum(x) 1234`.
-pub fn folded_stacks(query: &QueryJson) -> Vec<String> {
+pub(crate) fn folded_stacks(query: &QueryJson) -> Vec<String> {
     let mut lines = Vec::new();
     let root = format!("query {}", query.id);
     for node in query.plan.iter() {
@@ -56,7 +56,7 @@ pub fn folded_stacks(query: &QueryJson) -> Vec<String> {
 
 /// `query`'s flame graph as a standalone SVG (with inferno's script: click to zoom,
 /// Ctrl-F to search).
-pub fn flame_graph_svg(query: &QueryJson) -> Result<String, FlameGraphError> {
+pub(crate) fn flame_graph_svg(query: &QueryJson) -> Result<String, FlameGraphError> {
     let lines = folded_stacks(query);
     if lines.is_empty() {
         return Err(FlameGraphError::Empty(query.id));

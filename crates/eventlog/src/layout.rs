@@ -9,14 +9,14 @@ use std::path::{Path, PathBuf};
 use crate::EventLogError;
 use crate::codec::Codec;
 use crate::storage::{EntryKind, Storage, StoredEntry};
-pub use crate::storage::{ROLLING_DIR_PREFIX, SkippedEntry};
+pub(crate) use crate::storage::{ROLLING_DIR_PREFIX, SkippedEntry};
 
 /// Prefix of a rolling log's event files.
-pub const EVENTS_FILE_PREFIX: &str = "events_";
+pub(crate) const EVENTS_FILE_PREFIX: &str = "events_";
 /// Prefix of a rolling log's status marker.
 pub const APPSTATUS_PREFIX: &str = "appstatus_";
 /// Suffix of a log (or marker) still being written.
-pub const IN_PROGRESS_SUFFIX: &str = ".inprogress";
+pub(crate) const IN_PROGRESS_SUFFIX: &str = ".inprogress";
 
 /// One event-log file, its codec, and its size and time as last listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,7 +106,7 @@ fn rolling_from<'a>(
 ///
 /// # Errors
 /// If the directory cannot be listed.
-pub fn rolling_source(storage: &Storage, dir: &Path) -> Result<LogSource, EventLogError> {
+pub(crate) fn rolling_source(storage: &Storage, dir: &Path) -> Result<LogSource, EventLogError> {
     let name = dir
         .file_name()
         .and_then(|n| n.to_str())
@@ -123,7 +123,7 @@ pub fn rolling_source(storage: &Storage, dir: &Path) -> Result<LogSource, EventL
 
 /// Finds every application log directly under the local directory `dir`, sorted by
 /// name. Entries that are neither a rolling directory nor a plausible single-file log are
-/// ignored; entries that cannot be read are left out (see [`discover_all`] for them).
+/// ignored, and so are entries that cannot be read.
 ///
 /// # Errors
 /// Only if `dir` itself cannot be read.
@@ -135,7 +135,9 @@ pub fn discover(dir: &Path) -> Result<Vec<LogSource>, EventLogError> {
 ///
 /// # Errors
 /// Only if `dir` itself cannot be read.
-pub fn discover_all(dir: &Path) -> Result<(Vec<LogSource>, Vec<SkippedEntry>), EventLogError> {
+pub(crate) fn discover_all(
+    dir: &Path,
+) -> Result<(Vec<LogSource>, Vec<SkippedEntry>), EventLogError> {
     discover_in(&Storage::local(), dir)
 }
 

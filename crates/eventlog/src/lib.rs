@@ -1,17 +1,18 @@
 //! Spark's event-log format for qprof: the one crate that owns every wire format.
 //!
-//! - [`listener`] is the event log as a listener of qprof's event bus; [`writer`] turns
-//!   qprof's query profiles into Spark 4 event logs (rolling layout, optional zstd,
-//!   crash-safe line by line);
-//! - [`profile_json`] is qprof's own JSON profile (`--profile-out` and the extension
-//!   event), as versioned serde types; [`live`] what a running application serves at
+//! - [`EventLogListener`] is the event log as a listener of qprof's event bus; an
+//!   [`AppLog`] turns qprof's query profiles into Spark 4 event logs (rolling layout,
+//!   optional zstd, crash-safe line by line);
+//! - [`QueryJson`] is qprof's own JSON profile (`--profile-out` and the extension event),
+//!   as versioned serde types; [`LiveState`] what a running application serves at
 //!   `/qprof/v1/live`;
-//! - [`layout`], [`codec`] and [`replay`] find and read logs written by qprof or by Spark
+//! - [`discover`] and [`Replay`] find and read logs written by qprof or by Spark
 //!   (uncompressed, zstd, lz4; single-file or rolling; in progress or complete), through
-//!   a [`storage`] seam: the local file system, or an object store supplied by the caller;
-//! - [`state`] rebuilds an application from its events, as Spark's status listeners do;
-//! - [`rest`] renders Spark's `/api/v1` JSON answers from that state.
-//! - [`profile_diff`], [`flame_graph`] and [`trace_events`] turn profiles into answers:
+//!   a [`Storage`] seam: the local file system, or an object store supplied by the caller;
+//! - [`AppState`] rebuilds an application from its events, as Spark's status listeners
+//!   do;
+//! - [`rest`] renders Spark's `/api/v1` JSON answers from that state;
+//! - [`diff_queries`], the flame graph and [`chrome_trace`] turn profiles into answers:
 //!   two runs compared, self CPU as a flame graph, the run on a timeline.
 //!
 //! It depends on no engine and no async runtime.
@@ -19,27 +20,47 @@
 
 use std::path::{Path, PathBuf};
 
-pub mod codec;
+mod codec;
 #[cfg(feature = "test-util")]
 pub mod compare;
 #[cfg(feature = "test-util")]
 pub mod fixtures;
-pub mod flame_graph;
-pub mod layout;
-pub mod listener;
-pub mod live;
-pub mod profile_diff;
-pub mod profile_events;
-pub mod profile_json;
-pub mod replay;
+mod flame_graph;
+mod layout;
+mod listener;
+mod live;
+mod profile_diff;
+mod profile_events;
+mod profile_json;
+mod replay;
 pub mod rest;
 mod scala_order;
-pub mod snapshot;
-pub mod spark;
-pub mod state;
-pub mod storage;
-pub mod trace_events;
-pub mod writer;
+mod snapshot;
+mod spark;
+mod state;
+mod storage;
+mod trace_events;
+mod writer;
+
+pub use codec::{Codec, encode_lz4_blocks};
+pub use layout::{APPSTATUS_PREFIX, LogSource, discover, discover_in};
+pub use listener::EventLogListener;
+pub use live::{LiveState, RunningQuery, ScanProgress};
+pub use profile_diff::{DEFAULT_REGRESSION_THRESHOLD_PERCENT, QueryDiff, diff_queries};
+pub use profile_events::{IdCounters, QueryRecord, running_query_events};
+pub use profile_json::{
+    FORMAT_VERSION, MemoryJson, ProfileJsonError, ProfilesDocument, QueryJson, ServedProfile,
+};
+pub use replay::{Replay, scan_info};
+pub use snapshot::{LogStamp, SNAPSHOT_VERSION, SnapshotError};
+pub use spark::{EXECUTOR_METRIC_NAMES, format_date, parse_date};
+pub use state::{AppInfo, AppState};
+pub use storage::{
+    EntryKind, Listed, LogStorage, ROLLING_DIR_PREFIX, SkippedEntry, Storage, StorageStats,
+    StoredEntry,
+};
+pub use trace_events::chrome_trace;
+pub use writer::{AppLog, DEFAULT_ROLL_BYTES, LogConfig};
 
 /// Errors reading or writing event logs.
 #[derive(Debug, thiserror::Error)]

@@ -4,7 +4,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use qprof_core::events::EventBus;
-//! use qprof_eventlog::listener::EventLogListener;
+//! use qprof_eventlog::EventLogListener;
 //!
 //! let bus = EventBus::new();
 //! bus.add_listener(Arc::new(EventLogListener::in_dir("qprof-events"))).unwrap();

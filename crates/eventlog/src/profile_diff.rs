@@ -77,7 +77,7 @@ pub const DEFAULT_REGRESSION_THRESHOLD_PERCENT: f64 = 10.0;
 const MIN_REGRESSION_NANOS: i64 = 1_000_000;
 
 /// Change of `to` over `from`, percent (`None` from zero).
-pub fn change_percent(from: i64, to: i64) -> Option<f64> {
+pub(crate) fn change_percent(from: i64, to: i64) -> Option<f64> {
     (from > 0).then(|| (to - from) as f64 * 100.0 / from as f64)
 }
 
@@ -94,7 +94,7 @@ type Twins = dyn Fn(&NodeJson, &NodeJson) -> bool;
 /// Operators are paired in three passes, each over what the previous left: by stable id;
 /// by name and operator text (an operator that moved, e.g. under an added repartition);
 /// by pre-order place and name (an operator whose text changed).
-pub fn diff(before: &QueryJson, after: &QueryJson, threshold_percent: f64) -> QueryDiff {
+pub fn diff_queries(before: &QueryJson, after: &QueryJson, threshold_percent: f64) -> QueryDiff {
     let old: Vec<&NodeJson> = before.plan.iter().collect();
     let new: Vec<&NodeJson> = after.plan.iter().collect();
     let mut twins: Vec<Option<(Matched, usize)>> = vec![None; new.len()];
@@ -287,7 +287,7 @@ mod tests {
     #[test]
     fn a_run_against_itself_has_no_regression() {
         let q = QueryJson::from(&sample());
-        let d = diff(&q, &q, 10.0);
+        let d = diff_queries(&q, &q, 10.0);
         assert!(!d.regressed());
         assert_eq!(d.operators.len(), 3);
         assert!(d.operators.iter().all(|o| o.matched == Matched::Same));
@@ -302,7 +302,7 @@ mod tests {
         // the filter: 4 ms to 12 ms; the aggregate: 1.5 ms to 1.9 ms (+27 %, under 1 ms)
         set(&mut after, 1, names::SELF_CPU_NANOS, 12_000_000);
         set(&mut after, 0, names::SELF_CPU_NANOS, 1_900_000);
-        let d = diff(&before, &after, 10.0);
+        let d = diff_queries(&before, &after, 10.0);
         let flagged: Vec<usize> = d
             .operators
             .iter()
@@ -316,7 +316,7 @@ mod tests {
             "{text}"
         );
         // a higher threshold lets it pass
-        assert!(!diff(&before, &after, 250.0).regressed());
+        assert!(!diff_queries(&before, &after, 250.0).regressed());
     }
 
     #[test]
@@ -328,7 +328,7 @@ mod tests {
         // an operator the first run did not have
         after.plan.children[0].children[0].name = "MemoryExec".into();
         after.plan.children[0].children[0].stable_id = Some("0000000000000000".into());
-        let d = diff(&before, &after, 10.0);
+        let d = diff_queries(&before, &after, 10.0);
         let matched: Vec<Matched> = d.operators.iter().map(|o| o.matched).collect();
         assert_eq!(matched, [Matched::Same, Matched::ByShape, Matched::New]);
         assert_eq!(d.gone, [(2, "DataSourceExec".to_string())]);
@@ -357,7 +357,7 @@ mod tests {
         repartition.stable_id = Some("eeeeeeeeeeeeeeee".into());
         repartition.children = vec![scan];
         after.plan.children[0].children.push(repartition);
-        let d = diff(&before, &after, 10.0);
+        let d = diff_queries(&before, &after, 10.0);
         let matched: Vec<(usize, Option<usize>, Matched)> = d
             .operators
             .iter()

@@ -157,7 +157,7 @@ impl ServedProfile {
 ///
 /// # Errors
 /// [`ProfileJsonError::TooNew`].
-pub fn check_version(found: u32) -> Result<(), ProfileJsonError> {
+pub(crate) fn check_version(found: u32) -> Result<(), ProfileJsonError> {
     if found > FORMAT_VERSION {
         Err(ProfileJsonError::TooNew { found })
     } else {

@@ -2,60 +2,60 @@
 //! metric names, the Spark version qprof speaks, and Spark's date format.
 
 /// The Spark version whose event-log format qprof writes and whose REST answers it gives.
-pub const SPARK_VERSION: &str = "4.3.0";
+pub(crate) const SPARK_VERSION: &str = "4.3.0";
 
 /// Event names (`"Event"` field) qprof reads or writes.
-pub mod events {
+pub(crate) mod events {
     /// First line of every log.
-    pub const LOG_START: &str = "SparkListenerLogStart";
+    pub(crate) const LOG_START: &str = "SparkListenerLogStart";
     /// Executor resource requests of a resource profile.
-    pub const RESOURCE_PROFILE_ADDED: &str = "SparkListenerResourceProfileAdded";
+    pub(crate) const RESOURCE_PROFILE_ADDED: &str = "SparkListenerResourceProfileAdded";
     /// An executor (qprof: the one local process) became available.
-    pub const EXECUTOR_ADDED: &str = "SparkListenerExecutorAdded";
+    pub(crate) const EXECUTOR_ADDED: &str = "SparkListenerExecutorAdded";
     /// An executor went away.
-    pub const EXECUTOR_REMOVED: &str = "SparkListenerExecutorRemoved";
+    pub(crate) const EXECUTOR_REMOVED: &str = "SparkListenerExecutorRemoved";
     /// A block manager (memory and host:port of an executor) registered.
-    pub const BLOCK_MANAGER_ADDED: &str = "SparkListenerBlockManagerAdded";
+    pub(crate) const BLOCK_MANAGER_ADDED: &str = "SparkListenerBlockManagerAdded";
     /// Runtime, properties and classpath of the application.
-    pub const ENVIRONMENT_UPDATE: &str = "SparkListenerEnvironmentUpdate";
+    pub(crate) const ENVIRONMENT_UPDATE: &str = "SparkListenerEnvironmentUpdate";
     /// The application started.
-    pub const APPLICATION_START: &str = "SparkListenerApplicationStart";
+    pub(crate) const APPLICATION_START: &str = "SparkListenerApplicationStart";
     /// The application ended.
-    pub const APPLICATION_END: &str = "SparkListenerApplicationEnd";
+    pub(crate) const APPLICATION_END: &str = "SparkListenerApplicationEnd";
     /// A job was submitted with all of its stages.
-    pub const JOB_START: &str = "SparkListenerJobStart";
+    pub(crate) const JOB_START: &str = "SparkListenerJobStart";
     /// A job ended.
-    pub const JOB_END: &str = "SparkListenerJobEnd";
+    pub(crate) const JOB_END: &str = "SparkListenerJobEnd";
     /// A stage attempt was submitted.
-    pub const STAGE_SUBMITTED: &str = "SparkListenerStageSubmitted";
+    pub(crate) const STAGE_SUBMITTED: &str = "SparkListenerStageSubmitted";
     /// A stage attempt completed or failed.
-    pub const STAGE_COMPLETED: &str = "SparkListenerStageCompleted";
+    pub(crate) const STAGE_COMPLETED: &str = "SparkListenerStageCompleted";
     /// A task started.
-    pub const TASK_START: &str = "SparkListenerTaskStart";
+    pub(crate) const TASK_START: &str = "SparkListenerTaskStart";
     /// A task ended, with its metrics and accumulator values.
-    pub const TASK_END: &str = "SparkListenerTaskEnd";
+    pub(crate) const TASK_END: &str = "SparkListenerTaskEnd";
     /// Peak executor metrics of one executor during one stage.
-    pub const STAGE_EXECUTOR_METRICS: &str = "SparkListenerStageExecutorMetrics";
+    pub(crate) const STAGE_EXECUTOR_METRICS: &str = "SparkListenerStageExecutorMetrics";
     /// Executor metrics sampled on a heartbeat.
-    pub const EXECUTOR_METRICS_UPDATE: &str = "SparkListenerExecutorMetricsUpdate";
+    pub(crate) const EXECUTOR_METRICS_UPDATE: &str = "SparkListenerExecutorMetricsUpdate";
     /// A SQL execution (one query) started, with its plan and metric declarations.
-    pub const SQL_EXECUTION_START: &str =
+    pub(crate) const SQL_EXECUTION_START: &str =
         "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart";
     /// A SQL execution's plan was replaced (adaptive execution).
-    pub const SQL_ADAPTIVE_EXECUTION_UPDATE: &str =
+    pub(crate) const SQL_ADAPTIVE_EXECUTION_UPDATE: &str =
         "org.apache.spark.sql.execution.ui.SparkListenerSQLAdaptiveExecutionUpdate";
     /// Metrics were added to a SQL execution's plan (adaptive execution).
-    pub const SQL_ADAPTIVE_METRIC_UPDATES: &str =
+    pub(crate) const SQL_ADAPTIVE_METRIC_UPDATES: &str =
         "org.apache.spark.sql.execution.ui.SparkListenerSQLAdaptiveSQLMetricUpdates";
     /// A SQL execution ended (with an error message when it failed).
-    pub const SQL_EXECUTION_END: &str =
+    pub(crate) const SQL_EXECUTION_END: &str =
         "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd";
     /// Metric values recorded outside tasks.
-    pub const DRIVER_ACCUM_UPDATES: &str =
+    pub(crate) const DRIVER_ACCUM_UPDATES: &str =
         "org.apache.spark.sql.execution.ui.SparkListenerDriverAccumUpdates";
     /// qprof's extension event: a query's full profile, which Spark has no event for.
     /// Spark's history server skips it as an unknown event.
-    pub const QPROF_QUERY_PROFILE: &str = "org.qprof.eventlog.QueryProfile";
+    pub(crate) const QPROF_QUERY_PROFILE: &str = "org.qprof.eventlog.QueryProfile";
 }
 
 /// Spark's executor metric names, in the order Spark writes them.
@@ -88,7 +88,7 @@ pub const EXECUTOR_METRIC_NAMES: [&str; 23] = [
 /// Formats epoch milliseconds as Spark's REST API does: `2026-11-22T07:41:58.986GMT`.
 ///
 /// ```
-/// use qprof_eventlog::spark::format_date;
+/// use qprof_eventlog::format_date;
 /// assert_eq!(format_date(1795333318986), "2026-11-22T07:41:58.986GMT");
 /// assert_eq!(format_date(-1), "1969-12-31T23:59:59.999GMT");
 /// ```

@@ -13,7 +13,7 @@ use std::time::UNIX_EPOCH;
 use qprof_core::metric::saturating_i64;
 
 /// Prefix of a rolling log's directory: storage lists such a directory's files with the
-/// directory itself ([`Storage::list_logs`]).
+/// directory itself ([`LogStorage::list_logs`]).
 pub const ROLLING_DIR_PREFIX: &str = "eventlog_v2_";
 
 /// What an entry of a log directory is.
@@ -199,7 +199,7 @@ impl Eq for Storage {}
 
 /// The local file system; a link is what it points to.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct LocalStorage;
+pub(crate) struct LocalStorage;
 
 /// Epoch ms of a file's modification time, 0 when unknown.
 fn modified_millis(meta: &std::fs::Metadata) -> i64 {

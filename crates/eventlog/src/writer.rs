@@ -25,7 +25,7 @@ pub const DEFAULT_ROLL_BYTES: u64 = 128 * 1024 * 1024;
 
 /// The attempt id qprof gives its applications. Spark's clients address an application's
 /// data through its first attempt when it has one, and some only work when it does.
-pub const ATTEMPT_ID: &str = "1";
+pub(crate) const ATTEMPT_ID: &str = "1";
 
 /// Where and how to write logs.
 #[derive(Debug, Clone)]

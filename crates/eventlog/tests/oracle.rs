@@ -3,9 +3,9 @@
 
 use std::path::PathBuf;
 
+use qprof_eventlog::Replay;
 use qprof_eventlog::compare::{first_difference as first_diff, strip_host_fields as strip};
-use qprof_eventlog::layout::discover;
-use qprof_eventlog::replay::Replay;
+use qprof_eventlog::discover;
 use qprof_eventlog::rest::{self, StageOptions};
 use serde_json::Value;
 

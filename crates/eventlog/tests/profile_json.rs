@@ -2,7 +2,7 @@
 
 use qprof_core::profile::fixtures::sample;
 use qprof_core::profile::names;
-use qprof_eventlog::profile_json::{FORMAT_VERSION, ProfileJsonError, ProfilesDocument, QueryJson};
+use qprof_eventlog::{FORMAT_VERSION, ProfileJsonError, ProfilesDocument, QueryJson};
 use serde_json::{Value, json};
 
 #[test]
@@ -114,8 +114,8 @@ fn unknown_keys_are_accepted_and_newer_versions_refused() {
 
 #[test]
 fn a_log_tells_why_it_cannot_serve_a_profile() {
+    use qprof_eventlog::AppState;
     use qprof_eventlog::rest;
-    use qprof_eventlog::state::AppState;
     let profile = serde_json::to_value(QueryJson::from(&sample())).unwrap();
     let mut state = AppState::default();
     state.apply(&json!({

@@ -4,11 +4,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
-use qprof_eventlog::codec::encode_lz4_blocks;
-use qprof_eventlog::layout::discover;
-use qprof_eventlog::replay::{Replay, scan_info};
+use qprof_eventlog::AppState;
+use qprof_eventlog::discover;
+use qprof_eventlog::encode_lz4_blocks;
 use qprof_eventlog::rest;
-use qprof_eventlog::state::AppState;
+use qprof_eventlog::{Replay, scan_info};
 use serde_json::Value;
 
 const APP: &str = "local-1795333320377";
@@ -235,8 +235,8 @@ fn snapshot_lenient(state: &AppState) -> Vec<Value> {
 }
 
 /// The listing facts of a log read whole, for comparison with the head-and-tail scan.
-fn facts_read_whole(text: &str) -> qprof_eventlog::state::AppInfo {
-    let mut info = qprof_eventlog::state::AppInfo::default();
+fn facts_read_whole(text: &str) -> qprof_eventlog::AppInfo {
+    let mut info = qprof_eventlog::AppInfo::default();
     for line in text.lines() {
         if let Ok(event) = serde_json::from_str::<Value>(line) {
             info.apply(&event);

@@ -2,9 +2,9 @@
 //! it. Alone in its test binary: no other test allocates meanwhile.
 
 use qprof_core::executor_memory::process_memory;
+use qprof_eventlog::Replay;
+use qprof_eventlog::discover;
 use qprof_eventlog::fixtures::synthetic_spark_log;
-use qprof_eventlog::layout::discover;
-use qprof_eventlog::replay::Replay;
 
 #[test]
 fn a_replays_counted_size_is_within_a_quarter_of_the_heap_it_takes() {

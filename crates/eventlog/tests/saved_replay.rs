@@ -1,10 +1,10 @@
 //! A replay saved in its binary form and read back answers exactly as the replay did; a
 //! file of another version, for a changed log, truncated or altered is refused.
 
+use qprof_eventlog::Replay;
+use qprof_eventlog::discover;
 use qprof_eventlog::fixtures::{copy_oracle_app, every_answer, synthetic_spark_log};
-use qprof_eventlog::layout::discover;
-use qprof_eventlog::replay::Replay;
-use qprof_eventlog::snapshot::{LogStamp, SNAPSHOT_VERSION, SnapshotError};
+use qprof_eventlog::{LogStamp, SNAPSHOT_VERSION, SnapshotError};
 
 fn temp_dir(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("qprof-saved-{name}-{}", std::process::id()));

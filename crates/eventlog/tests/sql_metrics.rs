@@ -2,8 +2,8 @@
 //! does: which task a maximum is named after when tasks tie or are retried, and the order
 //! Spark's REST API lists an execution's jobs in.
 
+use qprof_eventlog::AppState;
 use qprof_eventlog::rest;
-use qprof_eventlog::state::AppState;
 use serde_json::{Value, json};
 
 /// An execution (id 0) whose plan has one timing metric, accumulator 1.

@@ -9,11 +9,11 @@ use qprof_core::profile::{
     FunctionProfile, NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskMetric, TaskProfile,
     names,
 };
-use qprof_eventlog::layout::discover;
-use qprof_eventlog::profile_events::QueryRecord;
-use qprof_eventlog::replay::Replay;
+use qprof_eventlog::QueryRecord;
+use qprof_eventlog::Replay;
+use qprof_eventlog::discover;
 use qprof_eventlog::rest;
-use qprof_eventlog::writer::{AppLog, LogConfig};
+use qprof_eventlog::{AppLog, LogConfig};
 use serde_json::Value;
 
 const T0: i64 = 1_795_333_318_986;
@@ -543,7 +543,7 @@ fn a_killed_writer_leaves_a_replayable_in_progress_log() {
     );
     assert_eq!(state.executions.len(), 1);
     assert_eq!(state.info.end_time, None);
-    let info = qprof_eventlog::replay::scan_info(replay.source()).unwrap();
+    let info = qprof_eventlog::scan_info(replay.source()).unwrap();
     let attempt = rest::AttemptSource {
         info: &info,
         completed: false,

@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use qprof_eventlog::APPSTATUS_PREFIX;
+use qprof_eventlog::AppState;
 use qprof_eventlog::EventLogError;
-use qprof_eventlog::layout::APPSTATUS_PREFIX;
-use qprof_eventlog::profile_diff::{self, DEFAULT_REGRESSION_THRESHOLD_PERCENT};
-use qprof_eventlog::profile_json::QueryJson;
-use qprof_eventlog::replay::Replay;
+use qprof_eventlog::QueryJson;
+use qprof_eventlog::Replay;
 use qprof_eventlog::rest::{self, AttemptSource, RestError, StageOptions};
-use qprof_eventlog::state::AppState;
+use qprof_eventlog::{DEFAULT_REGRESSION_THRESHOLD_PERCENT, diff_queries};
 use serde_json::{Value, json};
 
 use std::collections::{BTreeMap, HashMap};
@@ -148,7 +148,7 @@ impl Params {
     fn date(&self, key: &str) -> Result<Option<i64>, ApiError> {
         self.get(key)
             .map(|v| {
-                qprof_eventlog::spark::parse_date(v).ok_or_else(|| {
+                qprof_eventlog::parse_date(v).ok_or_else(|| {
                     ApiError::BadRequest(format!(
                         "parameter '{key}': '{v}' is not a date (yyyy-MM-dd or yyyy-MM-dd'T'HH:mm:ss.SSS'GMT')"
                     ))
@@ -517,7 +517,7 @@ fn compare(store: &LogStore, params: &Params) -> ApiResult {
             })?,
     };
     let (before, after) = (side("before")?, side("after")?);
-    let mut answer = profile_diff::diff(&before, &after, threshold).to_json();
+    let mut answer = diff_queries(&before, &after, threshold).to_json();
     answer["thresholdPercent"] = json!(threshold);
     answer["sql"] = json!([before.sql, after.sql]);
     Ok(Answer::Json(answer))
@@ -531,7 +531,7 @@ fn status_json(status: &StoreStatus) -> Value {
         "logDirectory": status.dir.display().to_string(),
         "applications": status.applications,
         "skipped": status.skipped.iter().map(|s| json!({"entry": s.name, "reason": s.reason})).collect::<Vec<_>>(),
-        "lastScan": (status.last_scan_millis > 0).then(|| qprof_eventlog::spark::format_date(status.last_scan_millis)),
+        "lastScan": (status.last_scan_millis > 0).then(|| qprof_eventlog::format_date(status.last_scan_millis)),
         "scans": status.scans,
         "directoryError": status.dir_error,
         "logsCleaned": status.cleaned,

@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use qprof_eventlog::live::LiveState;
-use qprof_eventlog::profile_events::IdCounters;
+use qprof_eventlog::IdCounters;
+use qprof_eventlog::LiveState;
 use serde_json::Value;
 
 /// What a running application tells about itself beyond its log: the queries running now

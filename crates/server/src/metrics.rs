@@ -8,9 +8,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use qprof_eventlog::live::{LiveState, RunningQuery};
-use qprof_eventlog::spark::EXECUTOR_METRIC_NAMES;
-use qprof_eventlog::state::AppState;
+use qprof_eventlog::AppState;
+use qprof_eventlog::EXECUTOR_METRIC_NAMES;
+use qprof_eventlog::{LiveState, RunningQuery};
 use std::sync::atomic::AtomicU64;
 
 use crate::api::ApiError;

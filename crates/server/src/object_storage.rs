@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use futures::TryStreamExt;
 use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt};
-use qprof_eventlog::layout::ROLLING_DIR_PREFIX;
-use qprof_eventlog::storage::{EntryKind, Listed, LogStorage, StorageStats, StoredEntry};
+use qprof_eventlog::ROLLING_DIR_PREFIX;
+use qprof_eventlog::{EntryKind, Listed, LogStorage, StorageStats, StoredEntry};
 
 /// A log directory's objects in an [`ObjectStore`].
 pub struct ObjectStorage {

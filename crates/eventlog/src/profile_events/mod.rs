@@ -19,7 +19,7 @@ use crate::profile_json::{FORMAT_VERSION, OrderedMap, QueryJson};
 use crate::spark::events;
 use sql::{Accumulators, plan_info, sql_end, sql_start, uuid_v4, with_function_metrics};
 use stages::{NodeIndex, executor_metrics, index, parent_stages, stage_info};
-pub use tasks::TaskEnd;
+pub(crate) use tasks::TaskEnd;
 use tasks::{
     StageAccumulables, end_reason, no_accumulables, task_figures, task_info, task_metrics,
 };
@@ -105,7 +105,7 @@ fn put<const N: usize>(mut object: Value, values: [(&str, Value); N]) -> Value {
 
 /// One event of a query's log, as Spark's JSON.
 #[derive(Debug)]
-pub enum QueryEvent {
+pub(crate) enum QueryEvent {
     /// An event built as a JSON value.
     Json(Value),
     /// A task's end.
@@ -117,7 +117,7 @@ pub enum QueryEvent {
 /// qprof's own event with a query's profile, written from its parts: serialized straight
 /// to the log, not first copied into a JSON value (the largest event of a query).
 #[derive(Debug, Serialize)]
-pub struct ProfileEvent {
+pub(crate) struct ProfileEvent {
     #[serde(rename = "Event")]
     event: &'static str,
     #[serde(rename = "executionId")]
@@ -132,7 +132,7 @@ impl QueryEvent {
     ///
     /// # Errors
     /// Fails only if a value cannot be serialized, which none of qprof's can.
-    pub fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+    pub(crate) fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         match self {
             QueryEvent::Json(v) => serde_json::to_writer(out, v),
             QueryEvent::TaskEnd(end) => end.write_json(out),
@@ -141,7 +141,7 @@ impl QueryEvent {
     }
 
     /// The event as a JSON value.
-    pub fn into_value(self) -> Value {
+    pub(crate) fn into_value(self) -> Value {
         match self {
             QueryEvent::Json(v) => v,
             QueryEvent::TaskEnd(end) => {
@@ -159,7 +159,11 @@ impl QueryEvent {
 pub(crate) const DRIVER: &str = "driver";
 
 /// The events of one query run on `host`, in the order Spark's listeners need them.
-pub fn query_events(q: &QueryRecord<'_>, host: &str, ids: &mut IdCounters) -> Vec<QueryEvent> {
+pub(crate) fn query_events(
+    q: &QueryRecord<'_>,
+    host: &str,
+    ids: &mut IdCounters,
+) -> Vec<QueryEvent> {
     let Some(profile) = q.profile else {
         return not_planned_events(q, ids)
             .into_iter()

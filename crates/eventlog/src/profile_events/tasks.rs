@@ -396,7 +396,7 @@ pub(super) fn task_info(
 /// Spark's task end event, written from its parts: a query's most numerous event, and
 /// with a value per metric of the stage its largest.
 #[derive(Debug)]
-pub struct TaskEnd {
+pub(crate) struct TaskEnd {
     pub(super) event: &'static str,
     pub(super) stage_id: u32,
     pub(super) stage_attempt_id: u32,

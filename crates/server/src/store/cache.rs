@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use qprof_eventlog::EventLogError;
-use qprof_eventlog::replay::Replay;
+use qprof_eventlog::Replay;
 
 use super::disk::DiskStore;
 use super::index::{Fingerprint, ListedApp, fingerprint};

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use qprof_eventlog::EventLogError;
-use qprof_eventlog::replay::Replay;
-use qprof_eventlog::snapshot::LogStamp;
+use qprof_eventlog::LogStamp;
+use qprof_eventlog::Replay;
 
 use super::index::ListedApp;
 

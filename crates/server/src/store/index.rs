@@ -8,11 +8,11 @@ use std::sync::{Arc, OnceLock};
 use std::time::UNIX_EPOCH;
 
 use qprof_core::metric::saturating_i64;
+use qprof_eventlog::AppInfo;
 use qprof_eventlog::EventLogError;
-use qprof_eventlog::layout::{LogSource, discover_in};
-use qprof_eventlog::replay::scan_info;
-use qprof_eventlog::state::AppInfo;
-use qprof_eventlog::storage::Storage;
+use qprof_eventlog::Storage;
+use qprof_eventlog::scan_info;
+use qprof_eventlog::{LogSource, discover_in};
 
 /// Size and modification time of a log's files: when it changes, the log changed.
 pub(crate) type Fingerprint = (u64, i64);

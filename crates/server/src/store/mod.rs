@@ -19,9 +19,9 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use qprof_eventlog::EventLogError;
-use qprof_eventlog::profile_events::IdCounters;
-use qprof_eventlog::replay::Replay;
-use qprof_eventlog::storage::{Storage, StorageStats};
+use qprof_eventlog::IdCounters;
+use qprof_eventlog::Replay;
+use qprof_eventlog::{Storage, StorageStats};
 
 pub use cache::CacheStats;
 pub use cleaner::CleanerOptions;
