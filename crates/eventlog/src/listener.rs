@@ -10,7 +10,7 @@
 //! bus.add_listener(Arc::new(EventLogListener::in_dir("qprof-events"))).unwrap();
 //! ```
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 
 use qprof_core::events::{Event, Listener, ListenerError, QueryEnd};
@@ -72,11 +72,6 @@ impl EventLogListener {
             LogState::Finished(dir) => Some(dir.clone()),
             LogState::NotStarted | LogState::Broken => None,
         }
-    }
-
-    /// Where the application logs go.
-    pub fn root_dir(&self) -> &Path {
-        &self.config.dir
     }
 }
 

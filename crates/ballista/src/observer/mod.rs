@@ -229,14 +229,6 @@ impl ClusterObserver {
         self.members.send_replace(ids);
     }
 
-    /// The ids of the applications open now (client sessions that ran a job and did not
-    /// end).
-    pub fn open_applications(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self.lock().apps.keys().cloned().collect();
-        ids.sort();
-        ids
-    }
-
     /// Listener failures of every open application (e.g. an event log that could not be
     /// written), with the session they belong to.
     pub fn take_listener_failures(&self) -> Vec<(String, String)> {

@@ -4,7 +4,7 @@
 //! Events are applied one line at a time; unknown events and corrupt lines are counted,
 //! never fatal, so a log can be replayed incrementally as it grows.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -209,19 +209,5 @@ impl AppState {
     /// state's interned names.
     pub(crate) fn adopt_names(&mut self, shared: Vec<std::sync::Arc<str>>) {
         self.names = plan::Interner::from_shared(shared);
-    }
-
-    /// Jobs that declared stage `id`.
-    pub fn jobs_of_stage(&self, id: i64) -> &[i64] {
-        self.stage_jobs.get(&id).map(Vec::as_slice).unwrap_or(&[])
-    }
-
-    /// Stage ids of all jobs of an execution.
-    pub fn stages_of_execution(&self, exec: &Execution) -> BTreeSet<i64> {
-        exec.job_ids
-            .iter()
-            .filter_map(|j| self.jobs.get(j))
-            .flat_map(|j| j.stage_ids.iter().copied())
-            .collect()
     }
 }
