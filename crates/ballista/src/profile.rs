@@ -545,6 +545,7 @@ pub fn query_profile(
         stages: stage_profiles,
         memory: Vec::new(),
         memory_pool: None,
+        planning: None,
     }
 }
 

@@ -27,6 +27,7 @@ pub mod io;
 pub mod metric;
 pub mod periodic;
 pub mod phases;
+pub mod planning;
 pub mod process;
 pub mod profile;
 pub mod sampling;

@@ -43,6 +43,7 @@ mod memory;
 mod native_metrics;
 pub mod options;
 mod planner;
+mod planning;
 mod profiler;
 pub mod read_cache;
 mod rule;

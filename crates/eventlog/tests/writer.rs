@@ -194,6 +194,7 @@ fn profile() -> QueryProfile {
         ],
         memory: Vec::new(),
         memory_pool: None,
+        planning: None,
     }
 }
 

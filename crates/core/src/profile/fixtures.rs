@@ -117,5 +117,6 @@ pub fn sample() -> QueryProfile {
         }],
         memory: Vec::new(),
         memory_pool: None,
+        planning: None,
     }
 }

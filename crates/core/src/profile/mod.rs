@@ -265,6 +265,9 @@ pub struct QueryProfile {
     /// The memory pool the query reserved from: its limit and its high-water mark while
     /// the query ran (`None` when the session's pool is not qprof's).
     pub memory_pool: Option<MemoryPoolUsage>,
+    /// How planning went, phase by phase and rule by rule (`None` where it was not
+    /// measured: a query planned elsewhere, or given as a plan).
+    pub planning: Option<crate::planning::PlanningProfile>,
 }
 
 /// A memory pool's limit and the most it held while a query ran (with the reservations

@@ -41,6 +41,9 @@ impl QueryProfile {
             self.stages.len(),
             if self.stages.len() == 1 { "" } else { "s" },
         );
+        if let Some(planning) = &self.planning {
+            let _ = writeln!(out, "{}", planning.summary_line());
+        }
         render_node(&self.plan, 0, total_self_cpu, &mut out);
         if top > 0 {
             let _ = writeln!(out, "top operators by self cpu:");

@@ -209,6 +209,7 @@ pub(crate) fn collect_profile(
         plan: root,
         stages,
         memory_pool: None,
+        planning: None,
     }
 }
 

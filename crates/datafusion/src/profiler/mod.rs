@@ -244,13 +244,15 @@ impl Profiler {
         if !self.shared.bus.started() {
             self.start(app_info(Some(&config)));
         }
-        builder
-            .with_config(config)
-            .with_runtime_env(runtime)
-            .with_query_planner(Arc::new(ProfilingQueryPlanner::new(planner)))
-            .with_physical_optimizer_rule(Arc::new(ProfilingRule::new(Arc::clone(
-                &self.shared.memory,
-            ))))
+        crate::planning::time_rules(
+            builder
+                .with_config(config)
+                .with_runtime_env(runtime)
+                .with_query_planner(Arc::new(ProfilingQueryPlanner::new(planner)))
+                .with_physical_optimizer_rule(Arc::new(ProfilingRule::new(Arc::clone(
+                    &self.shared.memory,
+                )))),
+        )
     }
 
     /// The pool, the object stores and the disk manager of `runtime`, wrapped as

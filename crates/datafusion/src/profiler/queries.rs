@@ -8,14 +8,16 @@ use datafusion::error::DataFusionError;
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::{MemoryLimit, MemoryPool};
 use datafusion::physical_plan::{ExecutionPlan, collect, execute_stream};
-use datafusion::prelude::{DataFrame, SessionContext};
+use datafusion::prelude::{DataFrame, SQLOptions, SessionContext};
 use qprof_core::clock::epoch_millis;
 use qprof_core::events::{Event, QueryEnd, QueryStart};
+use qprof_core::planning::{PlanningPhase, PlanningProfile};
 use qprof_core::profile::{MemoryPoolUsage, QueryProfile};
 
 use crate::collect::{QueryInfo, collect_profile};
 use crate::memory::AttributingPool;
 use crate::options::QprofOptions;
+use crate::planning::PlanningRecorder;
 
 use super::{ProfileError, ProfiledQuery, Profiler, QueryFailure, QueryStream, app_info};
 use crate::text::{describe_sql, plan_text};
@@ -48,12 +50,27 @@ impl Profiler {
         description: &str,
         sql: &str,
     ) -> Result<ProfiledQuery, QueryFailure> {
-        let started = self.begin(id, description, sql);
-        let planned = async {
-            let frame = ctx.sql(sql).await?;
-            plan(frame).await
-        }
-        .await;
+        let mut started = self.begin(id, description, sql);
+        let recorder = Arc::new(PlanningRecorder::default());
+        // `SessionContext::sql`, step by step, each step timed
+        let planned = recorder
+            .scope(async {
+                let state = ctx.state();
+                let clock = Instant::now();
+                let dialect = state.config().options().sql_parser.dialect;
+                let statement = state.sql_to_statement(sql, &dialect)?;
+                recorder.phase(PlanningPhase::Parse, nanos_since(clock));
+                let clock = Instant::now();
+                let logical = state.statement_to_plan(statement).await?;
+                recorder.phase(PlanningPhase::LogicalPlan, nanos_since(clock));
+                SQLOptions::new().verify_plan(&logical)?;
+                let frame = ctx.execute_logical_plan(logical).await?;
+                let clock = Instant::now();
+                let planned = plan(frame).await;
+                started.planning = Some(recorder.profile(nanos_since(clock)));
+                planned
+            })
+            .await;
         self.collect_planned(started, planned).await
     }
 
@@ -126,6 +143,7 @@ impl Profiler {
             clock: Instant::now(),
             start_epoch_millis: epoch_millis(),
             pool: None,
+            planning: None,
         };
         self.shared.bus.post(&Event::QueryStart(QueryStart {
             id,
@@ -193,6 +211,7 @@ impl Profiler {
                 },
                 &self.shared.ids,
             );
+            profile.planning = started.planning.clone();
             profile.memory_pool = started.pool.as_ref().map(|pool| MemoryPoolUsage {
                 limit_bytes: match pool.memory_limit() {
                     MemoryLimit::Finite(bytes) => Some(bytes as u64),
@@ -293,4 +312,11 @@ pub(super) struct Started {
     pub(super) start_epoch_millis: u64,
     /// The session's memory pool, once the query is planned (if it is qprof's).
     pub(super) pool: Option<Arc<dyn MemoryPool>>,
+    /// How its planning went, once it is planned (for a query of SQL text).
+    pub(super) planning: Option<PlanningProfile>,
+}
+
+/// Nanoseconds since `clock`.
+fn nanos_since(clock: Instant) -> u64 {
+    u64::try_from(clock.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
