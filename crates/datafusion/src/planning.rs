@@ -183,19 +183,30 @@ impl OptimizerRule for TimedOptimizerRule {
 #[derive(Debug)]
 struct TimedPhysicalRule(Arc<dyn PhysicalOptimizerRule + Send + Sync>);
 
+impl TimedPhysicalRule {
+    /// `optimize` of `plan`, timed; a rule that returns another plan changed it.
+    fn timed(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        optimize: impl FnOnce(Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let before = Arc::clone(&plan);
+        timed(
+            PlanningPhase::PhysicalOptimizer,
+            self.0.name(),
+            || optimize(plan),
+            |after| !Arc::ptr_eq(&before, after),
+        )
+    }
+}
+
 impl PhysicalOptimizerRule for TimedPhysicalRule {
     fn optimize(
         &self,
         plan: Arc<dyn ExecutionPlan>,
         config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let before = Arc::clone(&plan);
-        timed(
-            PlanningPhase::PhysicalOptimizer,
-            self.0.name(),
-            || self.0.optimize(plan, config),
-            |after| !Arc::ptr_eq(&before, after),
-        )
+        self.timed(plan, |plan| self.0.optimize(plan, config))
     }
 
     fn optimize_with_context(
@@ -203,13 +214,7 @@ impl PhysicalOptimizerRule for TimedPhysicalRule {
         plan: Arc<dyn ExecutionPlan>,
         context: &dyn datafusion::physical_optimizer::PhysicalOptimizerContext,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let before = Arc::clone(&plan);
-        timed(
-            PlanningPhase::PhysicalOptimizer,
-            self.0.name(),
-            || self.0.optimize_with_context(plan, context),
-            |after| !Arc::ptr_eq(&before, after),
-        )
+        self.timed(plan, |plan| self.0.optimize_with_context(plan, context))
     }
 
     fn name(&self) -> &str {
