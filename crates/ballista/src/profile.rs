@@ -246,6 +246,7 @@ impl Builder<'_> {
             .is_some_and(|s| Arc::ptr_eq(s.plan, plan));
         let mut metrics = Vec::new();
         let mut functions = Vec::new();
+        let mut task_spans = Vec::new();
         let mut info = vec![(
             "outputPartitions".to_string(),
             plan.properties().partitioning.partition_count().to_string(),
@@ -280,6 +281,7 @@ impl Builder<'_> {
                     });
                     metrics.extend(named.metrics.into_iter().map(folded_into_tasks));
                     info.extend(named.info);
+                    task_spans = named.task_spans;
                 }
                 metrics.extend(named_there);
             }
@@ -309,6 +311,7 @@ impl Builder<'_> {
             metrics,
             info,
             functions,
+            task_spans,
             children,
         }
     }

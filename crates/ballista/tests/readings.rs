@@ -126,6 +126,7 @@ fn named_from_the_wire(plan: &Arc<dyn ExecutionPlan>, readings: &PlanReadings) -
         metrics,
         info: Vec::new(),
         functions: decoded.functions.iter().map(|f| f.profile()).collect(),
+        task_spans: Vec::new(),
         children: plan
             .children()
             .into_iter()

@@ -331,6 +331,20 @@ fn the_query_page_draws_its_tasks_and_flame_graph_and_two_runs_compare() {
         html.contains("Memory pool") && html.contains("peak (no limit)"),
         "no pool"
     );
+    // its planning: the text profile's line, a row per phase, the slowest rules
+    let planning = &profile["query"]["planning"];
+    let summary = planning["summary"]
+        .as_str()
+        .expect("the profile has its planning");
+    assert!(
+        html.contains(&format!("id=\"planning-summary\">{summary}</p>")),
+        "no planning line {summary:?}"
+    );
+    assert_eq!(
+        html.matches("class=\"planning-phase\"").count(),
+        planning["phases"].as_array().unwrap().len()
+    );
+    assert!(html.contains("class=\"planning-rule\""), "no rule rows");
 
     // the flame graph itself, drawn by Chromium: a frame per operator that used CPU
     let svg_url = format!("{}/{flame}", server.url);

@@ -3,8 +3,8 @@
 //! about, one sentence, and the numbers behind the sentence.
 //!
 //! Rules: `bottleneck`, `skewed-tasks`, `spill`, `io-bound`, `low-read-concurrency`,
-//! `dominating-function`, `unused-dynamic-filters`, `unselective-filter` and
-//! `memory-near-limit`.
+//! `dominating-function`, `unused-dynamic-filters`, `unselective-filter`,
+//! `memory-near-limit` and `slow-planning`.
 //!
 //! Rules look only at the profile (no engine), and each has a threshold under which it
 //! stays quiet, so a healthy query gets no findings.
@@ -87,6 +87,9 @@ pub mod thresholds {
     /// A query whose memory pool held at least this share (percent) of its limit ran
     /// near the limit.
     pub const MEMORY_NEAR_LIMIT_PERCENT: i64 = 90;
+    /// Planning that took at least as long as the execution, and at least this long (ns),
+    /// is slow planning.
+    pub const SLOW_PLANNING_MIN_NANOS: u64 = 10_000_000;
 }
 
 /// Everything the advisor notices in `profile`, warnings first, then by the query's
@@ -103,6 +106,7 @@ pub fn advise(profile: &QueryProfile) -> Vec<Finding> {
     unused_dynamic_filters(profile, &mut findings);
     unselective_filters(profile, &mut findings);
     memory_near_limit(profile, &mut findings);
+    slow_planning(profile, &mut findings);
     findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     findings
 }
@@ -449,6 +453,51 @@ fn memory_near_limit(profile: &QueryProfile, out: &mut Vec<Finding>) {
     });
 }
 
+/// `slow-planning`: planning took as long as running the query, or longer.
+fn slow_planning(profile: &QueryProfile, out: &mut Vec<Finding>) {
+    let Some(planning) = &profile.planning else {
+        return;
+    };
+    let planned = planning.wall_nanos();
+    let executed = profile.duration_nanos.saturating_sub(planned);
+    if planned < thresholds::SLOW_PLANNING_MIN_NANOS || planned < executed {
+        return;
+    }
+    let phase = planning.phases.iter().max_by_key(|p| p.wall_nanos);
+    let rule = planning.rules.iter().max_by_key(|r| r.wall_nanos);
+    let mut message = format!(
+        "planning took {} and running the query {}",
+        format::human_nanos(planned),
+        format::human_nanos(executed)
+    );
+    if let Some(phase) = phase {
+        message.push_str(&format!(
+            ": most in {} ({})",
+            phase.phase.as_str(),
+            format::human_nanos(phase.wall_nanos)
+        ));
+    }
+    if let Some(rule) = rule.filter(|r| r.wall_nanos > 0) {
+        message.push_str(&format!(
+            ", the slowest rule {} ({} in {} calls)",
+            rule.name,
+            format::human_nanos(rule.wall_nanos),
+            rule.calls
+        ));
+    }
+    out.push(Finding {
+        rule: "slow-planning",
+        severity: Severity::Warning,
+        node_id: None,
+        stage_id: None,
+        message,
+        numbers: vec![
+            ("planningNanos", saturating_i64(planned)),
+            ("executionNanos", saturating_i64(executed)),
+        ],
+    });
+}
+
 /// The findings as text lines (`  [warn] ...`), under a `findings:` header;
 /// `findings: none` when there are none.
 pub fn render_findings(findings: &[Finding]) -> String {
@@ -730,5 +779,58 @@ mod tests {
             "{text}"
         );
         assert_eq!(text.lines().count(), 2, "{text}");
+    }
+
+    fn planned(wall_nanos: u64) -> crate::planning::PlanningProfile {
+        use crate::planning::{PhaseTiming, PlanningPhase, PlanningProfile, RuleTiming};
+        PlanningProfile {
+            start_epoch_micros: 1,
+            phases: vec![PhaseTiming {
+                phase: PlanningPhase::Optimizer,
+                start_nanos: 0,
+                end_nanos: wall_nanos,
+                wall_nanos,
+                cpu_nanos: wall_nanos,
+            }],
+            rules: vec![RuleTiming {
+                phase: PlanningPhase::Optimizer,
+                name: "push_down_filter".into(),
+                first_start_nanos: 0,
+                last_end_nanos: wall_nanos,
+                wall_nanos,
+                calls: 7,
+                changed: true,
+            }],
+        }
+    }
+
+    #[test]
+    fn slow_planning_fires_when_planning_outlasts_the_run() {
+        let mut p = sample();
+        let min = thresholds::SLOW_PLANNING_MIN_NANOS;
+        // planning as long as the execution, at the threshold
+        p.planning = Some(planned(min));
+        p.duration_nanos = 2 * min;
+        let found = fired(&p, "slow-planning");
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].message.contains("push_down_filter"),
+            "{}",
+            found[0].message
+        );
+        assert_eq!(
+            found[0].numbers,
+            vec![
+                ("planningNanos", min as i64),
+                ("executionNanos", min as i64)
+            ]
+        );
+        // just under the threshold, or shorter than the execution: quiet
+        p.planning = Some(planned(min - 1));
+        p.duration_nanos = 2 * (min - 1);
+        assert!(fired(&p, "slow-planning").is_empty());
+        p.planning = Some(planned(min));
+        p.duration_nanos = 2 * min + 1;
+        assert!(fired(&p, "slow-planning").is_empty());
     }
 }

@@ -56,6 +56,13 @@ pub fn epoch_millis() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// Wall-clock time in microseconds since the Unix epoch (0 if the clock is before it).
+pub fn epoch_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
 /// CPU time of the whole process (all threads) in nanoseconds, from `CLOCK_PROCESS_CPUTIME_ID`.
 pub fn process_cpu_nanos() -> u64 {
     clock_nanos(libc::CLOCK_PROCESS_CPUTIME_ID)

@@ -69,8 +69,8 @@ pub struct OperatorTaskCounters {
     pub(crate) self_cpu_nanos: AtomicU64,
     pub(crate) allocations: AtomicU64,
     polls: AtomicU64,
-    started_epoch_millis: AtomicU64,
-    finished_epoch_millis: AtomicU64,
+    started_epoch_micros: AtomicU64,
+    finished_epoch_micros: AtomicU64,
     batches: AtomicU64,
     rows: AtomicU64,
     bytes: AtomicU64,
@@ -128,23 +128,23 @@ impl OperatorTaskCounters {
         }
     }
 
-    /// Records when the task started (milliseconds since the Unix epoch); the first call
+    /// Records when the task started (microseconds since the Unix epoch); the first call
     /// wins, so re-executing a partition keeps its first start.
-    pub fn record_start(&self, epoch_millis: u64) {
-        let _ = self.started_epoch_millis.compare_exchange(
+    pub fn record_start(&self, epoch_micros: u64) {
+        let _ = self.started_epoch_micros.compare_exchange(
             0,
-            epoch_millis.max(1),
+            epoch_micros.max(1),
             Ordering::Relaxed,
             Ordering::Relaxed,
         );
     }
 
-    /// Records when the task finished (milliseconds since the Unix epoch); the first call
+    /// Records when the task finished (microseconds since the Unix epoch); the first call
     /// wins, so dropping a stream after its end does not move the finish.
-    pub fn record_finish(&self, epoch_millis: u64) {
-        let _ = self.finished_epoch_millis.compare_exchange(
+    pub fn record_finish(&self, epoch_micros: u64) {
+        let _ = self.finished_epoch_micros.compare_exchange(
             0,
-            epoch_millis.max(1),
+            epoch_micros.max(1),
             Ordering::Relaxed,
             Ordering::Relaxed,
         );
@@ -261,8 +261,8 @@ impl OperatorTaskCounters {
             output_bytes: load(&self.bytes),
             peak_memory_bytes: self.memory.peak(),
             memory_allocations: load(&self.allocations),
-            started_epoch_millis: load(&self.started_epoch_millis),
-            finished_epoch_millis: load(&self.finished_epoch_millis),
+            started_epoch_micros: load(&self.started_epoch_micros),
+            finished_epoch_micros: load(&self.finished_epoch_micros),
             tallies: self
                 .tallies
                 .get()
@@ -348,11 +348,12 @@ pub struct OperatorTaskSnapshot {
     pub peak_memory_bytes: u64,
     /// Heap allocations made while the operator's own code ran.
     pub memory_allocations: u64,
-    /// When the task started, in milliseconds since the Unix epoch; 0 if it did not.
-    pub started_epoch_millis: u64,
-    /// When the task's output ended or was dropped, in milliseconds since the Unix epoch;
+    /// When the task executed the operator, in microseconds since the Unix epoch; 0 if it
+    /// did not.
+    pub started_epoch_micros: u64,
+    /// When the task's output ended or was dropped, in microseconds since the Unix epoch;
     /// 0 if neither happened yet.
-    pub finished_epoch_millis: u64,
+    pub finished_epoch_micros: u64,
     /// Its counts of the catalog's tallied metrics.
     pub tallies: Tallies,
 }
@@ -393,14 +394,14 @@ mod tests {
     #[test]
     fn first_start_and_first_finish_win() {
         let c = OperatorTaskCounters::new();
-        assert_eq!(c.snapshot().started_epoch_millis, 0);
+        assert_eq!(c.snapshot().started_epoch_micros, 0);
         c.record_start(100);
         c.record_start(200);
         c.record_finish(300);
         c.record_finish(400);
         let s = c.snapshot();
         assert_eq!(
-            (s.started_epoch_millis, s.finished_epoch_millis),
+            (s.started_epoch_micros, s.finished_epoch_micros),
             (100, 300)
         );
     }

@@ -106,6 +106,8 @@ pub struct QueryEnd {
     pub profile: Option<QueryProfile>,
     /// Why the query failed, on one line.
     pub error: Option<String>,
+    /// The span the query ran under, if its caller gave one.
+    pub trace_parent: Option<crate::trace_parent::TraceParent>,
 }
 
 /// The application ended.

@@ -33,3 +33,4 @@ pub mod profile;
 pub mod sampling;
 pub mod spill;
 pub mod stable_id;
+pub mod trace_parent;

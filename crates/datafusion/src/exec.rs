@@ -39,7 +39,7 @@ use datafusion::physical_plan::{
 use futures::{Stream, StreamExt};
 use qprof_core::attribution;
 use qprof_core::catalog::{self, Tally};
-use qprof_core::clock::{SystemClock, epoch_millis};
+use qprof_core::clock::{SystemClock, epoch_micros};
 use qprof_core::counters::OperatorTaskCounters;
 use qprof_core::io::IoCounters;
 use qprof_core::periodic::PeriodicUpdater;
@@ -253,7 +253,7 @@ impl ExecutionPlan for ProfiledExec {
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let task = self.counters.task(partition);
-        task.record_start(epoch_millis());
+        task.record_start(epoch_micros());
         // an input of a join is executed by the join's task, inside its frame
         let feeds = self.counters.join_input.get().and_then(|side| {
             let join = attribution::current().filter(|t| t.phases().is_some())?;
@@ -408,7 +408,7 @@ struct ProfiledStream {
 
 /// The task's output ended or was dropped: it finishes, and its periodic counters stop.
 fn finish(task: &OperatorTaskCounters) {
-    task.record_finish(epoch_millis());
+    task.record_finish(epoch_micros());
     if let Some(io) = task.io() {
         io.stop();
     }

@@ -24,6 +24,9 @@
 //!   (by storage tier, with an optional [`ReadCache`]), read time, I/O wait and read
 //!   concurrency are counted per operator task.
 //!
+//! - Each query of SQL text is timed phase by phase and rule by rule while it plans; a
+//!   query run inside [`in_trace`] carries its caller's span to its listeners.
+//!
 //! [`ProfilingSession`] puts a profiler and a `SessionContext` together.
 #![deny(missing_docs)]
 
@@ -52,6 +55,7 @@ mod session;
 mod spawn;
 mod spill;
 mod text;
+mod trace_context;
 
 pub use collect::{
     NodeReading, OperatorMetrics, OperatorReading, PlanReadings, add_join_projection_metrics,
@@ -74,3 +78,4 @@ pub use profiler::{
 pub use read_cache::{ReadCache, ReadCacheConfig};
 pub use session::ProfilingSession;
 pub use text::{describe_sql, error_line, plan_text};
+pub use trace_context::in_trace;

@@ -4,7 +4,8 @@
 //! counted in that query's [`PlanningRecorder`], which the profiler scopes around the
 //! query's planning (a task-local: planning may change threads at its awaits).
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::pin::pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use datafusion::common::Result;
@@ -17,7 +18,8 @@ use datafusion::optimizer::optimizer::{ApplyOrder, Optimizer, OptimizerConfig, O
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::physical_plan::ExecutionPlan;
-use qprof_core::planning::{PlanningPhase, PlanningProfile, RuleTiming};
+use qprof_core::clock::{epoch_micros, thread_cpu_nanos};
+use qprof_core::planning::{PhaseTiming, PlanningPhase, PlanningProfile, RuleTiming};
 
 tokio::task_local! {
     /// The recorder of the query planning on this task, if one is.
@@ -25,38 +27,111 @@ tokio::task_local! {
 }
 
 /// What one query's planning measured so far.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct PlanningRecorder {
-    rules: Mutex<Vec<RuleTiming>>,
-    phases: Mutex<Vec<(PlanningPhase, u64)>>,
+    began: Instant,
+    began_epoch_micros: u64,
+    state: Mutex<RecorderState>,
+}
+
+#[derive(Debug, Default)]
+struct RecorderState {
+    rules: Vec<RuleTiming>,
+    phases: Vec<PhaseTiming>,
+    /// CPU time of the planning's polls that ended (ns).
+    cpu_nanos: u64,
+    /// The thread's CPU clock when the poll running now began.
+    poll_began_cpu: Option<u64>,
+    /// Where the last phase ended: ns after planning began, and the CPU time by then.
+    mark: (u64, u64),
+}
+
+impl RecorderState {
+    /// CPU time of planning so far, the poll running now included.
+    fn cpu_now(&self) -> u64 {
+        let running = self
+            .poll_began_cpu
+            .map_or(0, |began| thread_cpu_nanos().saturating_sub(began));
+        self.cpu_nanos + running
+    }
 }
 
 impl PlanningRecorder {
-    /// Runs `planning` with this recorder counting the rules it calls.
+    /// A recorder for a query whose planning begins now.
+    pub(crate) fn new() -> PlanningRecorder {
+        PlanningRecorder {
+            began: Instant::now(),
+            began_epoch_micros: epoch_micros(),
+            state: Mutex::default(),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, RecorderState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn offset(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.began).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Runs `planning` with this recorder counting the rules it calls and the CPU time of
+    /// each of its polls, on whichever thread it runs.
     pub(crate) async fn scope<T>(self: &Arc<Self>, planning: impl Future<Output = T>) -> T {
-        RECORDER.scope(Arc::clone(self), planning).await
+        let mut planning = pin!(RECORDER.scope(Arc::clone(self), planning));
+        std::future::poll_fn(|cx| {
+            self.state().poll_began_cpu = Some(thread_cpu_nanos());
+            let out = planning.as_mut().poll(cx);
+            let mut state = self.state();
+            state.cpu_nanos = state.cpu_now();
+            state.poll_began_cpu = None;
+            out
+        })
+        .await
     }
 
-    /// Counts `nanos` of a phase that is not made of rules.
-    pub(crate) fn phase(&self, phase: PlanningPhase, nanos: u64) {
-        let mut phases = self.phases.lock().unwrap_or_else(PoisonError::into_inner);
-        phases.push((phase, nanos));
+    /// Ends `phase`, one not made of rules, now: it began where the last phase ended.
+    pub(crate) fn end_phase(&self, phase: PlanningPhase) {
+        let now = self.offset(Instant::now());
+        let mut state = self.state();
+        let cpu = state.cpu_now();
+        let (start, cpu_before) = state.mark;
+        state.phases.push(PhaseTiming {
+            phase,
+            start_nanos: start,
+            end_nanos: now,
+            wall_nanos: now.saturating_sub(start),
+            cpu_nanos: cpu.saturating_sub(cpu_before),
+        });
+        state.mark = (now, cpu);
     }
 
-    fn rule(&self, phase: PlanningPhase, name: &str, nanos: u64, changed: bool) {
-        let mut rules = self.rules.lock().unwrap_or_else(PoisonError::into_inner);
-        match rules
+    fn rule(
+        &self,
+        phase: PlanningPhase,
+        name: &str,
+        began: Instant,
+        ended: Instant,
+        changed: bool,
+    ) {
+        let (start, end) = (self.offset(began), self.offset(ended));
+        let nanos = end.saturating_sub(start);
+        let mut state = self.state();
+        match state
+            .rules
             .iter_mut()
             .find(|r| r.phase == phase && r.name == name)
         {
             Some(rule) => {
                 rule.wall_nanos += nanos;
+                rule.last_end_nanos = end;
                 rule.calls += 1;
                 rule.changed |= changed;
             }
-            None => rules.push(RuleTiming {
+            None => state.rules.push(RuleTiming {
                 phase,
                 name: name.to_string(),
+                first_start_nanos: start,
+                last_end_nanos: end,
                 wall_nanos: nanos,
                 calls: 1,
                 changed,
@@ -64,46 +139,82 @@ impl PlanningRecorder {
         }
     }
 
-    /// The planning measured: the phases in order, each rule phase the sum of its rules;
-    /// `planned_nanos` is the wall time of physical planning with the rules it ran, of
-    /// which what the rules did not take is the physical planner's own.
-    pub(crate) fn profile(&self, planned_nanos: u64) -> PlanningProfile {
-        let rules = self
-            .rules
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let mut phases = self
-            .phases
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let of = |phase| -> u64 {
-            rules
-                .iter()
-                .filter(|r| r.phase == phase)
-                .map(|r| r.wall_nanos)
-                .sum()
+    /// Ends planning now: what ran since the last phase ended was the analyzer, the
+    /// optimizer and physical planning with its optimizer rules inside it. Each rule phase
+    /// spans its rules' calls and takes their wall time; physical planning takes the rest.
+    /// The interval's CPU time is shared among the four by wall time (reading the CPU
+    /// clock at each rule's call would cost more than most rules).
+    pub(crate) fn end_planning(&self) {
+        let now = self.offset(Instant::now());
+        let mut state = self.state();
+        let cpu = state.cpu_now();
+        let (start, cpu_before) = state.mark;
+        let interval_wall = now.saturating_sub(start);
+        let interval_cpu = cpu.saturating_sub(cpu_before);
+        let span = |phase: PlanningPhase| {
+            let mut rules = state.rules.iter().filter(|r| r.phase == phase);
+            let first = rules.next()?;
+            let (mut begin, mut end, mut wall) = (
+                first.first_start_nanos,
+                first.last_end_nanos,
+                first.wall_nanos,
+            );
+            for r in rules {
+                begin = begin.min(r.first_start_nanos);
+                end = end.max(r.last_end_nanos);
+                wall += r.wall_nanos;
+            }
+            Some((begin, end, wall))
         };
-        let in_rules: u64 = [
-            PlanningPhase::Analyzer,
-            PlanningPhase::Optimizer,
-            PlanningPhase::PhysicalOptimizer,
-        ]
-        .into_iter()
-        .map(of)
-        .sum();
-        phases.push((PlanningPhase::Analyzer, of(PlanningPhase::Analyzer)));
-        phases.push((PlanningPhase::Optimizer, of(PlanningPhase::Optimizer)));
-        phases.push((
+        let analyzer = span(PlanningPhase::Analyzer);
+        let optimizer = span(PlanningPhase::Optimizer);
+        let physical_rules = span(PlanningPhase::PhysicalOptimizer);
+        let in_rules: u64 = [analyzer, optimizer, physical_rules]
+            .iter()
+            .flatten()
+            .map(|(_, _, wall)| wall)
+            .sum();
+        let logical_end = optimizer.or(analyzer).map_or(start, |(_, end, _)| end);
+        let share = |wall: u64| -> u64 {
+            if interval_wall == 0 {
+                return 0;
+            }
+            u64::try_from(u128::from(interval_cpu) * u128::from(wall) / u128::from(interval_wall))
+                .unwrap_or(u64::MAX)
+        };
+        let timing = |phase, (start_nanos, end_nanos, wall_nanos): (u64, u64, u64)| PhaseTiming {
+            phase,
+            start_nanos,
+            end_nanos,
+            wall_nanos,
+            cpu_nanos: share(wall_nanos),
+        };
+        let mut phases = Vec::with_capacity(4);
+        if let Some(a) = analyzer {
+            phases.push(timing(PlanningPhase::Analyzer, a));
+        }
+        if let Some(o) = optimizer {
+            phases.push(timing(PlanningPhase::Optimizer, o));
+        }
+        phases.push(timing(
             PlanningPhase::PhysicalPlan,
-            planned_nanos.saturating_sub(in_rules),
+            (logical_end, now, interval_wall.saturating_sub(in_rules)),
         ));
-        phases.push((
-            PlanningPhase::PhysicalOptimizer,
-            of(PlanningPhase::PhysicalOptimizer),
-        ));
-        PlanningProfile { phases, rules }
+        if let Some(p) = physical_rules {
+            phases.push(timing(PlanningPhase::PhysicalOptimizer, p));
+        }
+        state.phases.extend(phases);
+        state.mark = (now, cpu);
+    }
+
+    /// The planning measured so far.
+    pub(crate) fn profile(&self) -> PlanningProfile {
+        let state = self.state();
+        PlanningProfile {
+            start_epoch_micros: self.began_epoch_micros,
+            phases: state.phases.clone(),
+            rules: state.rules.clone(),
+        }
     }
 }
 
@@ -118,10 +229,10 @@ fn timed<T>(
     let Ok(recorder) = RECORDER.try_with(Arc::clone) else {
         return call();
     };
-    let start = Instant::now();
+    let began = Instant::now();
     let out = call();
-    let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    recorder.rule(phase, name, nanos, out.as_ref().is_ok_and(changed));
+    let ended = Instant::now();
+    recorder.rule(phase, name, began, ended, out.as_ref().is_ok_and(changed));
     out
 }
 

@@ -82,12 +82,41 @@ async fn a_slow_rule_shows_its_time_under_its_name() {
             "no rule of {phase:?}"
         );
     }
-    let phases: Vec<PlanningPhase> = planning.phases.iter().map(|(p, _)| *p).collect();
+    let phases: Vec<PlanningPhase> = planning.phases.iter().map(|p| p.phase).collect();
     assert_eq!(phases, PlanningPhase::ALL);
-    assert_eq!(
-        planning.wall_nanos(),
-        planning.phases.iter().map(|(_, n)| n).sum::<u64>()
-    );
+    // the phases follow each other, each rule within its phase, and the wall time of a
+    // phase's rules fits in the phase
+    let end = planning.phases.iter().map(|p| p.end_nanos).max().unwrap();
+    assert!(planning.wall_nanos() <= end);
+    for pair in planning.phases.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        assert!(a.start_nanos <= a.end_nanos, "{a:?}");
+        if b.phase == PlanningPhase::PhysicalOptimizer {
+            // the physical optimizer runs inside physical planning
+            assert!(a.start_nanos <= b.start_nanos && b.end_nanos <= a.end_nanos);
+        } else {
+            assert!(a.end_nanos <= b.start_nanos, "{a:?} then {b:?}");
+        }
+    }
+    for rule in &planning.rules {
+        let phase = planning
+            .phases
+            .iter()
+            .find(|p| p.phase == rule.phase)
+            .unwrap();
+        assert!(
+            phase.start_nanos <= rule.first_start_nanos
+                && rule.first_start_nanos <= rule.last_end_nanos
+                && rule.last_end_nanos <= phase.end_nanos
+                && rule.wall_nanos <= rule.last_end_nanos - rule.first_start_nanos,
+            "{rule:?} in {phase:?}"
+        );
+    }
+    // the slow rule's own span holds its sleep
+    assert!(slow.last_end_nanos - slow.first_start_nanos >= PAUSE.as_nanos() as u64);
+    // CPU was spent planning, and the phases share it
+    assert!(planning.cpu_nanos() > 0);
+    assert!(planning.phases.iter().filter(|p| p.cpu_nanos > 0).count() >= 2);
     // `a > 1 + 0` is simplified and the filter pushed down: some optimizer rule changed
     // the plan
     assert!(

@@ -13,6 +13,7 @@ use std::marker::PhantomData;
 use qprof_core::advice::{Finding, advise};
 use qprof_core::executor_memory::MemorySample;
 use qprof_core::metric::spark_string_aggregated;
+use qprof_core::planning::PlanningProfile;
 use qprof_core::profile::{
     FunctionProfile, NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskProfile,
 };
@@ -195,6 +196,99 @@ pub struct QueryJson {
     /// The memory pool's limit and high-water mark while the query ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_pool: Option<MemoryPoolJson>,
+    /// How planning went, phase by phase and rule by rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planning: Option<PlanningJson>,
+}
+
+/// A query's planning.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanningJson {
+    /// When planning began (µs since the Unix epoch).
+    pub start_epoch_micros: u64,
+    /// Wall time of all planning (ns).
+    pub wall_nanos: u64,
+    /// CPU time of all planning (ns).
+    pub cpu_nanos: u64,
+    /// The text profile's line: `planning 4.2 ms (optimizer 3.1 ms: 28 rules, ...)`.
+    pub summary: String,
+    /// The phases, in order.
+    pub phases: Vec<PlanningPhaseJson>,
+    /// The rules, in the order they first ran.
+    pub rules: Vec<PlanningRuleJson>,
+}
+
+/// One phase of planning; times in ns after planning began.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanningPhaseJson {
+    /// `parse`, `logicalPlan`, `analyzer`, `optimizer`, `physicalPlan` or
+    /// `physicalOptimizer`.
+    pub phase: String,
+    /// When it began.
+    pub start_nanos: u64,
+    /// When it ended.
+    pub end_nanos: u64,
+    /// Its own wall time.
+    pub wall_nanos: u64,
+    /// Its own CPU time.
+    pub cpu_nanos: u64,
+}
+
+/// One rule's calls while a query planned; times in ns after planning began.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanningRuleJson {
+    /// The phase it belongs to.
+    pub phase: String,
+    /// Its name.
+    pub name: String,
+    /// When its first call began.
+    pub first_start_nanos: u64,
+    /// When its last call ended.
+    pub last_end_nanos: u64,
+    /// Wall time inside its calls.
+    pub wall_nanos: u64,
+    /// How many times it was called.
+    pub calls: u64,
+    /// Whether any call changed the plan.
+    pub changed: bool,
+}
+
+impl From<&PlanningProfile> for PlanningJson {
+    fn from(p: &PlanningProfile) -> PlanningJson {
+        PlanningJson {
+            start_epoch_micros: p.start_epoch_micros,
+            wall_nanos: p.wall_nanos(),
+            cpu_nanos: p.cpu_nanos(),
+            summary: p.summary_line(),
+            phases: p
+                .phases
+                .iter()
+                .map(|ph| PlanningPhaseJson {
+                    phase: ph.phase.as_str().to_string(),
+                    start_nanos: ph.start_nanos,
+                    end_nanos: ph.end_nanos,
+                    wall_nanos: ph.wall_nanos,
+                    cpu_nanos: ph.cpu_nanos,
+                })
+                .collect(),
+            rules: p
+                .rules
+                .iter()
+                .map(|r| PlanningRuleJson {
+                    phase: r.phase.as_str().to_string(),
+                    name: r.name.clone(),
+                    first_start_nanos: r.first_start_nanos,
+                    last_end_nanos: r.last_end_nanos,
+                    wall_nanos: r.wall_nanos,
+                    calls: r.calls,
+                    changed: r.changed,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// A memory pool's limit and the most it held while a query ran.
@@ -266,9 +360,28 @@ pub struct NodeJson {
     /// Function call sites, by CPU time.
     #[serde(default)]
     pub functions: Vec<FunctionJson>,
+    /// When each task ran it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub task_spans: Vec<TaskSpanJson>,
     /// Inputs.
     #[serde(default)]
     pub children: Vec<NodeJson>,
+}
+
+/// When one task ran one operator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskSpanJson {
+    /// The task's stage.
+    pub stage_id: u32,
+    /// The task, unique within the application.
+    pub task_id: u64,
+    /// The partition it computed.
+    pub partition: u32,
+    /// When it executed the operator (µs since the Unix epoch).
+    pub start_epoch_micros: u64,
+    /// When the operator's output ended (µs since the Unix epoch; 0: it had not).
+    pub finish_epoch_micros: u64,
 }
 
 /// One metric of one operator, with its spread across tasks.
@@ -480,6 +593,17 @@ impl From<&ProfileNode> for NodeJson {
             ),
             info: OrderedMap(n.info.clone()),
             functions: n.functions.iter().map(FunctionJson::from).collect(),
+            task_spans: n
+                .task_spans
+                .iter()
+                .map(|t| TaskSpanJson {
+                    stage_id: t.task.stage_id,
+                    task_id: t.task.task_id,
+                    partition: t.task.partition,
+                    start_epoch_micros: t.start_epoch_micros,
+                    finish_epoch_micros: t.finish_epoch_micros,
+                })
+                .collect(),
             children: n.children.iter().map(NodeJson::from).collect(),
         }
     }
@@ -553,6 +677,7 @@ impl From<&QueryProfile> for QueryJson {
                 limit_bytes: pool.limit_bytes,
                 peak_bytes: pool.peak_bytes,
             }),
+            planning: p.planning.as_ref().map(PlanningJson::from),
         }
     }
 }

@@ -59,6 +59,7 @@ fn node(
         metrics,
         info: vec![("note".into(), format!("node {id}"))],
         functions: vec![],
+        task_spans: Vec::new(),
         children,
     }
 }

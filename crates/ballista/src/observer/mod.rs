@@ -464,6 +464,7 @@ impl ClusterObserver {
                 end_epoch_millis: end_of(job.end_time(), start),
                 profile: Some(profile),
                 error,
+                trace_parent: None,
             })));
             // logged first: a client that has its profile finds it in the log too
             profiles.ended(&session, &job_id, kept_profile, kept_error);

@@ -61,8 +61,8 @@ pub(super) const COUNTERS: Layout<OperatorTaskSnapshot> = layout!(OperatorTaskSn
     output_bytes,
     peak_memory_bytes,
     memory_allocations,
-    started_epoch_millis,
-    finished_epoch_millis,
+    started_epoch_micros,
+    finished_epoch_micros,
 );
 
 /// An operator task's spill files.

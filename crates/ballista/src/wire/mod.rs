@@ -10,7 +10,7 @@
 //! Each operator's set gets one such metric per partition its values belong to (Ballista
 //! maps a task's local partition to the stage's, so the scheduler reads them by the
 //! stage's partition), whose name packs every value of that partition:
-//! `qprof-pack:4:` then records, each a letter and its fields, text as `<bytes>:<text>`
+//! `qprof-pack:5:` then records, each a letter and its fields, text as `<bytes>:<text>`
 //! and numbers as `<decimal>,`:
 //!
 //! - the operator's reading, unnamed: the scheduler names it as a local profile does
@@ -68,7 +68,7 @@ use fields::{
 pub const PREFIX: &str = "qprof";
 /// The prefix of a metric that packs qprof's values of one operator and partition,
 /// with the format's version.
-pub const PACK_PREFIX: &str = "qprof-pack:4:";
+pub const PACK_PREFIX: &str = "qprof-pack:5:";
 
 /// Whether a metric named `name` is one of qprof's (not the operator's own).
 pub fn is_qprof_metric(name: &str) -> bool {

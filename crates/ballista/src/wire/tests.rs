@@ -430,8 +430,8 @@ fn every_member_of_each_snapshot_crosses() {
         output_bytes: 8,
         peak_memory_bytes: 9,
         memory_allocations: 10,
-        started_epoch_millis: 11,
-        finished_epoch_millis: 12,
+        started_epoch_micros: 11,
+        finished_epoch_micros: 12,
         // tallies cross by name, after the layout's numbers: see the test below
         tallies: Tallies::default(),
     };

@@ -47,6 +47,7 @@ fn node(
         ],
         info: vec![],
         functions: vec![],
+        task_spans: Vec::new(),
         children,
     }
 }

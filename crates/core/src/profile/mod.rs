@@ -10,7 +10,7 @@ mod render;
 mod tests;
 
 use crate::executor_memory::MemorySample;
-use crate::metric::{Aggregate, MetricKind, TaskValue, spark_string};
+use crate::metric::{Aggregate, MetricKind, TaskRef, TaskValue, spark_string};
 use crate::sampling::FunctionStats;
 
 /// One metric of one operator: its per-task values and the operator-level value.
@@ -77,8 +77,23 @@ pub struct ProfileNode {
     pub info: Vec<(String, String)>,
     /// Functions the operator's expressions called, by CPU time, largest first.
     pub functions: Vec<FunctionProfile>,
+    /// When each task that ran the operator began and ended it, by task.
+    pub task_spans: Vec<TaskSpan>,
     /// Inputs of the operator.
     pub children: Vec<ProfileNode>,
+}
+
+/// When one task ran one operator: from the task executing it to its output's end (or
+/// the drop of its output stream, whichever came first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskSpan {
+    /// The task.
+    pub task: TaskRef,
+    /// When the task executed the operator (µs since the Unix epoch).
+    pub start_epoch_micros: u64,
+    /// When its output ended or was dropped (µs since the Unix epoch); 0 if it had not
+    /// when the profile was taken.
+    pub finish_epoch_micros: u64,
 }
 
 /// Time spent in one function call site (operator, expression, function), exclusive of the

@@ -271,10 +271,12 @@ impl NodeBuilder<'_> {
             ),
             _ => Vec::new(),
         };
+        let mut task_spans = Vec::new();
         let mut metrics = match reading {
             Some(reading) => {
                 let named = operator_metrics(plan.as_ref(), reading, native, &task_of);
                 info.extend(named.info);
+                task_spans = named.task_spans;
                 named.metrics
             }
             None => {
@@ -299,6 +301,7 @@ impl NodeBuilder<'_> {
             metrics,
             info,
             functions,
+            task_spans,
             children,
         }
     }
@@ -378,19 +381,19 @@ fn stage_profile(
             // the task runs from its first operator's start to its last operator's finish
             let in_task = || members.iter().filter_map(|r| r.task(p));
             let start = in_task()
-                .map(|s| s.started_epoch_millis)
+                .map(|s| s.started_epoch_micros / 1000)
                 .filter(|&t| t > 0)
                 .min()
                 .unwrap_or(0);
             // in a running query's snapshot, 0 while any of its operators still runs (at
             // the end, a stream not yet dropped does not count)
             let running = !ended
-                && in_task().any(|s| s.started_epoch_millis > 0 && s.finished_epoch_millis == 0);
+                && in_task().any(|s| s.started_epoch_micros > 0 && s.finished_epoch_micros == 0);
             let finish = if running {
                 0
             } else {
                 in_task()
-                    .map(|s| s.finished_epoch_millis)
+                    .map(|s| s.finished_epoch_micros.div_ceil(1000))
                     .max()
                     .unwrap_or(0)
                     .max(start)

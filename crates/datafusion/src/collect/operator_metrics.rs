@@ -7,7 +7,7 @@ use qprof_core::counters::OperatorTaskSnapshot;
 use qprof_core::io::{CONCURRENCY_BUCKETS, IoSnapshot};
 use qprof_core::metric::{TaskRef, TaskValue};
 use qprof_core::periodic::{bucket_info_string, bucket_percentages};
-use qprof_core::profile::{NodeMetric, names};
+use qprof_core::profile::{NodeMetric, TaskSpan, names};
 use qprof_core::spill::SpillSnapshot;
 
 use super::joins;
@@ -25,6 +25,8 @@ pub struct OperatorMetrics {
     pub metrics: Vec<NodeMetric>,
     /// Facts about its run as key and text (the read concurrency histogram).
     pub info: Vec<(String, String)>,
+    /// When each task ran it (the partitions of one task together).
+    pub task_spans: Vec<TaskSpan>,
 }
 
 /// The metrics of `operator` from its `reading`, as a profile shows them: the base
@@ -57,7 +59,42 @@ pub fn operator_metrics(
     metrics.extend(native);
     add_listing_pruning(&mut metrics, &label, reading.files_pruned_at_listing);
     add_stride_totals(&mut metrics);
-    OperatorMetrics { metrics, info }
+    OperatorMetrics {
+        metrics,
+        info,
+        task_spans: task_spans(reading, task_of),
+    }
+}
+
+/// When each task ran the operator: from its first partition's start to its last one's
+/// finish (0 if one had not finished).
+fn task_spans(
+    reading: &OperatorReading,
+    task_of: &dyn Fn(usize) -> Option<TaskRef>,
+) -> Vec<TaskSpan> {
+    let mut spans: Vec<TaskSpan> = Vec::new();
+    for (partition, s) in &reading.tasks {
+        let Some(task) = task_of(*partition).filter(|_| s.started_epoch_micros > 0) else {
+            continue;
+        };
+        match spans.iter_mut().find(|t| t.task == task) {
+            Some(span) => {
+                span.start_epoch_micros = span.start_epoch_micros.min(s.started_epoch_micros);
+                span.finish_epoch_micros = match (span.finish_epoch_micros, s.finished_epoch_micros)
+                {
+                    (0, _) | (_, 0) => 0,
+                    (a, b) => a.max(b),
+                };
+            }
+            None => spans.push(TaskSpan {
+                task,
+                start_epoch_micros: s.started_epoch_micros,
+                finish_epoch_micros: s.finished_epoch_micros,
+            }),
+        }
+    }
+    spans.sort_by_key(|t| t.task);
+    spans
 }
 
 /// Adds the files planning pruned by partition values to the scan's skipped splits, as a

@@ -13,6 +13,7 @@ use qprof_core::clock::epoch_millis;
 use qprof_core::events::{Event, QueryEnd, QueryStart};
 use qprof_core::planning::{PlanningPhase, PlanningProfile};
 use qprof_core::profile::{MemoryPoolUsage, QueryProfile};
+use qprof_core::trace_parent::TraceParent;
 
 use crate::collect::{QueryInfo, collect_profile};
 use crate::memory::AttributingPool;
@@ -51,26 +52,24 @@ impl Profiler {
         sql: &str,
     ) -> Result<ProfiledQuery, QueryFailure> {
         let mut started = self.begin(id, description, sql);
-        let recorder = Arc::new(PlanningRecorder::default());
+        let recorder = Arc::new(PlanningRecorder::new());
         // `SessionContext::sql`, step by step, each step timed
         let planned = recorder
             .scope(async {
                 let state = ctx.state();
-                let clock = Instant::now();
                 let dialect = state.config().options().sql_parser.dialect;
                 let statement = state.sql_to_statement(sql, &dialect)?;
-                recorder.phase(PlanningPhase::Parse, nanos_since(clock));
-                let clock = Instant::now();
+                recorder.end_phase(PlanningPhase::Parse);
                 let logical = state.statement_to_plan(statement).await?;
-                recorder.phase(PlanningPhase::LogicalPlan, nanos_since(clock));
                 SQLOptions::new().verify_plan(&logical)?;
                 let frame = ctx.execute_logical_plan(logical).await?;
-                let clock = Instant::now();
+                recorder.end_phase(PlanningPhase::LogicalPlan);
                 let planned = plan(frame).await;
-                started.planning = Some(recorder.profile(nanos_since(clock)));
+                recorder.end_planning();
                 planned
             })
             .await;
+        started.planning = Some(recorder.profile());
         self.collect_planned(started, planned).await
     }
 
@@ -84,8 +83,9 @@ impl Profiler {
         frame: DataFrame,
         description: &str,
     ) -> Result<ProfiledQuery, QueryFailure> {
-        let started = self.begin_frame(&frame, description);
-        self.collect_planned(started, plan(frame).await).await
+        let mut started = self.begin_frame(&frame, description);
+        let planned = plan_recorded(frame, &mut started).await;
+        self.collect_planned(started, planned).await
     }
 
     /// Starts `frame` and returns its batches as a stream; the profile is taken, and the
@@ -99,7 +99,7 @@ impl Profiler {
         description: &str,
     ) -> Result<QueryStream, QueryFailure> {
         let mut started = self.begin_frame(&frame, description);
-        let stream = match plan(frame).await {
+        let stream = match plan_recorded(frame, &mut started).await {
             Ok((plan, task_ctx)) => {
                 match execute_stream(Arc::clone(&plan), Arc::clone(&task_ctx)) {
                     Ok(stream) => {
@@ -144,6 +144,7 @@ impl Profiler {
             start_epoch_millis: epoch_millis(),
             pool: None,
             planning: None,
+            trace_parent: crate::trace_context::current(),
         };
         self.shared.bus.post(&Event::QueryStart(QueryStart {
             id,
@@ -244,6 +245,7 @@ impl Profiler {
             end_epoch_millis: epoch_millis(),
             profile,
             error: error.as_ref().map(ToString::to_string),
+            trace_parent: started.trace_parent,
         }));
         self.shared.bus.post(&event);
         // the profile travelled by reference; it comes back out of the event
@@ -285,6 +287,19 @@ impl Ended {
 type Planned = (Arc<dyn ExecutionPlan>, Arc<TaskContext>);
 
 /// The physical plan of `frame` and the task context to run it in.
+/// [`plan`], its planning (the analyzer, optimizer and physical planning) recorded in
+/// `started`.
+async fn plan_recorded(
+    frame: DataFrame,
+    started: &mut Started,
+) -> Result<Planned, DataFusionError> {
+    let recorder = Arc::new(PlanningRecorder::new());
+    let planned = recorder.scope(plan(frame)).await;
+    recorder.end_planning();
+    started.planning = Some(recorder.profile());
+    planned
+}
+
 async fn plan(frame: DataFrame) -> Result<Planned, DataFusionError> {
     let task_ctx = Arc::new(frame.task_ctx());
     if let Some(options) = task_ctx
@@ -314,9 +329,6 @@ pub(super) struct Started {
     pub(super) pool: Option<Arc<dyn MemoryPool>>,
     /// How its planning went, once it is planned (for a query of SQL text).
     pub(super) planning: Option<PlanningProfile>,
-}
-
-/// Nanoseconds since `clock`.
-fn nanos_since(clock: Instant) -> u64 {
-    u64::try_from(clock.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    /// The span it runs under, if its caller gave one.
+    pub(super) trace_parent: Option<TraceParent>,
 }

@@ -267,6 +267,7 @@
         timeline,
         flameGraph,
         memoryChart(profile),
+        planningCard(profile),
         fnRows.length ? card('Functions', { id: 'functions' },
           table({ class: 'data compact', id: 'function-table' },
             ['Operator', 'Call', ['CPU', 'num'], ['Wall', 'num'], ['Rows', 'num'], ['Vectors', 'num'], 'Timing'], fnRows)) : null,
@@ -279,6 +280,29 @@
           : h('p', { class: 'muted' }, 'No plan description.')),
       ],
     };
+  }
+
+  // ------------------------------------------------------------------ planning
+
+  // How the query planned: its phases, then its slowest rules (those that changed the
+  // plan marked).
+  const PLANNING_TOP_RULES = 12;
+
+  function planningCard(profile) {
+    const planning = profile && profile.planning;
+    if (!planning || !Array.isArray(planning.phases)) return null;
+    const phaseRows = planning.phases.map((p) => h('tr', { class: 'planning-phase' },
+      td(p.phase), td(fmtNs(p.wallNanos), 'num'), td(fmtNs(p.cpuNanos), 'num')));
+    const rules = [...(planning.rules || [])].sort((a, b) => b.wallNanos - a.wallNanos).slice(0, PLANNING_TOP_RULES);
+    const ruleRows = rules.map((r) => h('tr', { class: 'planning-rule' },
+      td(r.phase), td(h('span', { class: 'mono' }, r.name)), td(fmtNs(r.wallNanos), 'num'),
+      td(fmtInt(r.calls), 'num'), td(r.changed ? 'changed the plan' : '')));
+    return card('Planning', { id: 'planning' },
+      h('p', { id: 'planning-summary' }, planning.summary),
+      h('div', { class: 'two-col' },
+        table({ class: 'data compact', id: 'planning-phases' }, ['Phase', ['Wall', 'num'], ['CPU', 'num']], phaseRows),
+        ruleRows.length ? table({ class: 'data compact', id: 'planning-rules' },
+          ['Phase', 'Slowest rules', ['Wall', 'num'], ['Calls', 'num'], ''], ruleRows) : null));
   }
 
   // ------------------------------------------------------------------ memory over time
