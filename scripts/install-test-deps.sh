@@ -2,7 +2,8 @@
 # Installs what the test suite needs besides Rust: Debian's Chromium (web UI tests), Java 17
 # and a Python virtualenv with spark-history-cli 1.5.0 and pyspark 4.3.0 (client and Spark
 # history server compatibility tests), moto's S3 server 5.1.22 (tables on s3://) and
-# prometheus_client 0.21.1 (its parser checks /metrics), DuckDB 2.0.1 (reference answers
+# prometheus_client 0.21.1 (its parser checks /metrics), opentelemetry-proto 1.45.2 with
+# grpcio 1.85.3 (an OTLP receiver over gRPC and HTTP), DuckDB 2.0.1 (reference answers
 # to TPC-H from an engine independent of DataFusion), and mdBook 0.5.4 from crates.io into
 # target/test-tools (the user guide in docs/ is built and opened in the tests).
 # Idempotent: does nothing when all are present.
@@ -41,6 +42,11 @@ fi
 if ! "$VENV/bin/python" -c "import duckdb" >/dev/null 2>&1; then
     echo "== installing duckdb 2.0.1 into $VENV (TPC-H reference answers in tests)"
     "$VENV/bin/pip" install --quiet --disable-pip-version-check duckdb==2.0.1
+fi
+
+if ! "$VENV/bin/python" -c "import grpc, opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc" >/dev/null 2>&1; then
+    echo "== installing opentelemetry-proto 1.45.2 and grpcio 1.85.3 into $VENV (an OTLP receiver for tests)"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check opentelemetry-proto==1.45.2 grpcio==1.85.3
 fi
 
 if [ ! -x "$VENV/bin/moto_server" ]; then

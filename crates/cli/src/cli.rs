@@ -222,11 +222,13 @@ pub(crate) struct ExecOptions {
     pub functions: FunctionTracking,
     #[command(flatten)]
     pub log: LogOptions,
+    #[command(flatten)]
+    pub otlp: crate::otlp::OtlpOptions,
 }
 
-/// What a run on a cluster does not take: the scheduler writes the event log, and the
-/// executors own memory, spill and reads.
-const NOT_WITH_CLUSTER: [&str; 9] = [
+/// What a run on a cluster does not take: the scheduler writes the event log and exports
+/// traces, and the executors own memory, spill and reads.
+const NOT_WITH_CLUSTER: [&str; 11] = [
     "memory_limit",
     "spill_dir",
     "cache_memory",
@@ -236,6 +238,8 @@ const NOT_WITH_CLUSTER: [&str; 9] = [
     "no_event_log",
     "ui",
     "ui_keep",
+    "otlp_endpoint",
+    "otlp_protocol",
 ];
 
 #[derive(Debug, Args)]

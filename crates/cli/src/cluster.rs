@@ -52,8 +52,10 @@ pub(crate) struct SchedulerArgs {
     pub executor_timeout: std::time::Duration,
     /// Run Ballista's own scheduler, without qprof (and no event log): to tell
     /// Ballista's behaviour from qprof's.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["otlp_endpoint", "otlp_protocol"])]
     pub without_qprof: bool,
+    #[command(flatten)]
+    pub otlp: crate::otlp::OtlpOptions,
 }
 
 #[derive(Debug, Args)]
@@ -111,8 +113,15 @@ async fn scheduler(args: SchedulerArgs) -> Result<()> {
         zstd: args.event_log_compress,
         roll_bytes: DEFAULT_ROLL_BYTES,
     };
+    // one exporter for every client session's queries
+    let traces = args.otlp.listener()?;
     let observer = ClusterObserver::new(Arc::new(move |_app| {
-        vec![Arc::new(EventLogListener::new(config.clone())) as Arc<dyn Listener>]
+        let mut listeners =
+            vec![Arc::new(EventLogListener::new(config.clone())) as Arc<dyn Listener>];
+        if let Some(traces) = &traces {
+            listeners.push(Arc::new(traces.sibling()));
+        }
+        listeners
     }));
     let listener = tokio::net::TcpListener::bind(args.bind)
         .await

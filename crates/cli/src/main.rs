@@ -10,6 +10,7 @@ mod cluster_profiles;
 mod data;
 mod diff;
 mod live;
+mod otlp;
 mod run;
 mod serve;
 

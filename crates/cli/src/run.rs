@@ -178,8 +178,10 @@ pub(crate) async fn run_tpch(args: RunArgs) -> Result<()> {
         .context("cannot register TPC-H tables")?;
     let queries = QueryList::or_all(args.queries.as_ref());
     let log = keep_event_log(&args.exec.log, &session)?;
+    let _traces = export_traces(&args.exec, &session)?;
+    let parent = crate::otlp::trace_parent()?;
     let ui = start_ui(&args.exec.log, &session, log.as_ref()).await?;
-    let outcome = async {
+    let outcome = crate::otlp::in_trace(parent, async {
         let mut profiles = Vec::with_capacity(queries.len());
         let mut failures = Failures::default();
         for q in queries {
@@ -204,7 +206,7 @@ pub(crate) async fn run_tpch(args: RunArgs) -> Result<()> {
         }
         summarize(&profiles, &args.exec)?;
         failures.into_result()
-    }
+    })
     .await;
     let ended = end_run(&session, log.as_deref(), outcome).await;
     if let Some(ui) = ui {
@@ -224,8 +226,10 @@ pub(crate) async fn run_sql(args: SqlArgs) -> Result<()> {
     )?;
     register_tables(session.context(), &args.tables, args.format).await?;
     let log = keep_event_log(&args.exec.log, &session)?;
+    let _traces = export_traces(&args.exec, &session)?;
+    let parent = crate::otlp::trace_parent()?;
     let ui = start_ui(&args.exec.log, &session, log.as_ref()).await?;
-    let outcome = async {
+    let outcome = crate::otlp::in_trace(parent, async {
         let mut profiles = Vec::new();
         let mut failures = Failures::default();
         let several = statements.len() > 1;
@@ -258,7 +262,7 @@ pub(crate) async fn run_sql(args: SqlArgs) -> Result<()> {
         }
         summarize(&profiles, &args.exec)?;
         failures.into_result()
-    }
+    })
     .await;
     let ended = end_run(&session, log.as_deref(), outcome).await;
     if let Some(ui) = ui {
@@ -384,6 +388,19 @@ fn keep_event_log(
             )
         })?;
     Ok(Some(listener))
+}
+
+/// Registers the OpenTelemetry exporter on the session's profiler, if the options or the
+/// environment ask for one.
+fn export_traces(
+    options: &ExecOptions,
+    session: &ProfilingSession,
+) -> Result<Option<Arc<qprof_otel::OtlpListener>>> {
+    options
+        .otlp
+        .listener()?
+        .map(|listener| crate::otlp::export_traces(session.profiler(), listener))
+        .transpose()
 }
 
 /// Starts the run's live UI if `--ui` asks for it.
