@@ -16,7 +16,8 @@ use qprof_datafusion::Profiler;
 use qprof_eventlog::EventLogListener;
 use qprof_eventlog::MemoryJson;
 use qprof_eventlog::{IdCounters, QueryRecord, running_query_events};
-use qprof_eventlog::{LiveState, RunningQuery};
+use qprof_eventlog::{LiveState, RunningQuery, TraceExportJson};
+use qprof_otel::OtlpListener;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
@@ -25,6 +26,7 @@ use tokio::task::JoinHandle;
 struct RunLive {
     profiler: Profiler,
     log: Option<Arc<EventLogListener>>,
+    traces: Option<Arc<OtlpListener>>,
     host: String,
 }
 
@@ -39,6 +41,18 @@ impl qprof_server::LiveSource for RunLive {
                 .map(|p| RunningQuery::of(&p))
                 .collect(),
             memory: MemoryJson::from(&self.profiler.memory_now()),
+            trace_export: self.traces.as_ref().map(|t| {
+                let s = t.status();
+                TraceExportJson {
+                    endpoint: s.endpoint,
+                    protocol: s.protocol,
+                    exported_spans: s.exported_spans,
+                    queued_spans: s.queued_spans,
+                    dropped_spans: s.dropped_spans,
+                    failed_exports: s.failed_exports,
+                    last_error: s.last_error,
+                }
+            }),
         }
     }
 
@@ -71,6 +85,7 @@ impl LiveUi {
     pub(crate) async fn start(
         profiler: Profiler,
         log: Option<Arc<EventLogListener>>,
+        traces: Option<Arc<OtlpListener>>,
         log_dir: &Path,
         address: &str,
     ) -> Result<LiveUi> {
@@ -92,6 +107,7 @@ impl LiveUi {
         let live = RunLive {
             profiler,
             log,
+            traces,
             host: qprof_core::process::host_name(),
         };
         let router = qprof_server::live_router(store, Arc::new(live));

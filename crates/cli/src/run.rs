@@ -178,9 +178,9 @@ pub(crate) async fn run_tpch(args: RunArgs) -> Result<()> {
         .context("cannot register TPC-H tables")?;
     let queries = QueryList::or_all(args.queries.as_ref());
     let log = keep_event_log(&args.exec.log, &session)?;
-    let _traces = export_traces(&args.exec, &session)?;
+    let traces = export_traces(&args.exec, &session)?;
     let parent = crate::otlp::trace_parent()?;
-    let ui = start_ui(&args.exec.log, &session, log.as_ref()).await?;
+    let ui = start_ui(&args.exec.log, &session, log.as_ref(), traces).await?;
     let outcome = crate::otlp::in_trace(parent, async {
         let mut profiles = Vec::with_capacity(queries.len());
         let mut failures = Failures::default();
@@ -226,9 +226,9 @@ pub(crate) async fn run_sql(args: SqlArgs) -> Result<()> {
     )?;
     register_tables(session.context(), &args.tables, args.format).await?;
     let log = keep_event_log(&args.exec.log, &session)?;
-    let _traces = export_traces(&args.exec, &session)?;
+    let traces = export_traces(&args.exec, &session)?;
     let parent = crate::otlp::trace_parent()?;
-    let ui = start_ui(&args.exec.log, &session, log.as_ref()).await?;
+    let ui = start_ui(&args.exec.log, &session, log.as_ref(), traces).await?;
     let outcome = crate::otlp::in_trace(parent, async {
         let mut profiles = Vec::new();
         let mut failures = Failures::default();
@@ -408,12 +408,14 @@ async fn start_ui(
     options: &LogOptions,
     session: &ProfilingSession,
     log: Option<&Arc<EventLogListener>>,
+    traces: Option<Arc<qprof_otel::OtlpListener>>,
 ) -> Result<Option<LiveUi>> {
     match &options.ui {
         Some(address) => Ok(Some(
             LiveUi::start(
                 session.profiler().clone(),
                 log.cloned(),
+                traces,
                 &options.event_log_dir,
                 address,
             )

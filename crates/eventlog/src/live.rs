@@ -15,6 +15,29 @@ pub struct LiveState {
     pub running: Vec<RunningQuery>,
     /// The executor's memory now.
     pub memory: MemoryJson,
+    /// Its traces' export to OpenTelemetry, if it exports them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_export: Option<TraceExportJson>,
+}
+
+/// What a run's OpenTelemetry exporter has done so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TraceExportJson {
+    /// The collector's address as configured (`None`: from the environment or default).
+    pub endpoint: Option<String>,
+    /// `grpc` or `http/protobuf`.
+    pub protocol: String,
+    /// Spans the collector accepted.
+    pub exported_spans: u64,
+    /// Spans waiting to be sent.
+    pub queued_spans: u64,
+    /// Spans dropped (a full queue, or a failed batch).
+    pub dropped_spans: u64,
+    /// Batches the collector did not accept or could not be reached for.
+    pub failed_exports: u64,
+    /// The last failure, on one line.
+    pub last_error: Option<String>,
 }
 
 /// A query running now.
@@ -102,6 +125,11 @@ mod tests {
                 heap_bytes: 5,
                 ..MemoryJson::default()
             },
+            trace_export: Some(TraceExportJson {
+                protocol: "grpc".into(),
+                exported_spans: 7,
+                ..TraceExportJson::default()
+            }),
         };
         let json = serde_json::to_value(&state).unwrap();
         let query = &json["running"][0];
@@ -118,6 +146,7 @@ mod tests {
             assert!(query.get(key).is_some(), "{key} missing: {query}");
         }
         assert_eq!(json["memory"]["heapBytes"], 5);
+        assert_eq!(json["traceExport"]["exportedSpans"], 7);
         assert_eq!(serde_json::from_value::<LiveState>(json).unwrap(), state);
     }
 }

@@ -409,7 +409,15 @@ fn app_resource(store: &LogStore, app: &ListedApp, path: &[&str], params: &Param
 /// Answers `GET /qprof/v1/<segments>`: qprof's additions to Spark's API.
 pub(crate) fn qprof_v1(store: &LogStore, segments: &[&str], params: &Params) -> ApiResult {
     match segments {
-        ["status"] => Ok(Answer::Json(status_json(&store.status()))),
+        ["status"] => {
+            let mut status = status_json(&store.status());
+            // a running application's own server: its traces' export too
+            if let Some(export) = store.live_source().and_then(|l| l.live().trace_export) {
+                status["traceExport"] =
+                    serde_json::to_value(export).map_err(|e| ApiError::Internal(e.to_string()))?;
+            }
+            Ok(Answer::Json(status))
+        }
         ["metrics"] => Ok(Answer::Json(metric_catalog_json())),
         ["applications", id, "sql", exec, "profile"] => {
             let replay = first_attempt_replay(store, id)?;

@@ -228,4 +228,28 @@ fn register_live(registry: &mut Registry, live: &LiveState) {
         "The executor's memory now, by region",
         memory,
     );
+    if let Some(export) = &live.trace_export {
+        let spans = Family::<Labels, Gauge>::default();
+        for (outcome, count) in [
+            ("exported", export.exported_spans),
+            ("queued", export.queued_spans),
+            ("dropped", export.dropped_spans),
+        ] {
+            spans
+                .get_or_create(&labels(&[("outcome", outcome)]))
+                .set(saturating_i64(count));
+        }
+        registry.register(
+            "live_trace_spans",
+            "Spans of the run's OpenTelemetry traces, by outcome",
+            spans,
+        );
+        let failed = Gauge::<i64>::default();
+        failed.set(saturating_i64(export.failed_exports));
+        registry.register(
+            "live_trace_failed_exports",
+            "Batches of spans the OpenTelemetry collector did not accept",
+            failed,
+        );
+    }
 }

@@ -341,6 +341,11 @@ impl LogStore {
         }
     }
 
+    /// The running application this store serves beside its logs, if any.
+    pub(crate) fn live_source(&self) -> Option<&Arc<dyn LiveSource>> {
+        self.live.as_ref()
+    }
+
     /// `replay`, completed by the live application's running queries if it is that
     /// application's and they got anywhere.
     fn with_running(&self, replay: Arc<Replay>) -> Arc<Replay> {
