@@ -74,6 +74,10 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
     qprof_tpch::register_all(profiled.context(), &paths).await?;
     let queries = QueryList::or_all(args.queries.as_ref());
     let sqls = tpch_sqls(&queries)?;
+    let traces = match args.otlp.listener()? {
+        Some(listener) => Some(crate::otlp::export_traces(profiled.profiler(), listener)?),
+        None => None,
+    };
     if let Some(side) = args.side {
         return one_side(side, &plain, &profiled, &queries, &sqls, args.rounds).await;
     }
@@ -113,7 +117,28 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
         updater * 1e3,
         100.0 * updater / elapsed.max(1e-9)
     );
+    if let Some(traces) = traces {
+        report_export(&traces);
+    }
     Ok(())
+}
+
+/// What exporting the profiled side's traces cost, per query.
+fn report_export(traces: &qprof_otel::OtlpListener) {
+    traces.flush(qprof_otel::DEFAULT_SHUTDOWN_TIMEOUT);
+    let s = traces.status();
+    let per = |v: u64| v as f64 / s.traces.max(1) as f64;
+    println!(
+        "OpenTelemetry export ({}): {} traces, {:.0} spans each; building {:.1} µs per query on the query's thread, sending {:.1} µs per query on the exporter's; {} spans exported, {} dropped, {} failed batches",
+        s.protocol,
+        s.traces,
+        per(s.exported_spans + s.dropped_spans),
+        per(s.build_nanos) / 1e3,
+        per(s.send_nanos) / 1e3,
+        s.exported_spans,
+        s.dropped_spans,
+        s.failed_exports
+    );
 }
 
 /// Prints each query's medians and qprof/plain ratios over the rounds (`times[query][round]`)

@@ -371,7 +371,7 @@ pub(crate) struct OverheadArgs {
     pub side: Option<BenchSide>,
     /// Compare on two local Ballista clusters (a scheduler and two executors each), one
     /// with qprof inside and one without, instead of in one DataFusion session.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["otlp_endpoint", "otlp_protocol"])]
     pub cluster: bool,
     /// With `--cluster`: leave qprof out of the second cluster too (an A/A run), to see
     /// how far two identical clusters read apart in this harness on this machine.
@@ -379,6 +379,9 @@ pub(crate) struct OverheadArgs {
     pub control: bool,
     #[command(flatten)]
     pub functions: FunctionTracking,
+    /// The profiled side also sends each query's trace to an OpenTelemetry collector.
+    #[command(flatten)]
+    pub otlp: crate::otlp::OtlpOptions,
 }
 
 /// One side of the overhead benchmark.

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use common::cluster::LocalCluster;
 use common::http_get;
+use common::otlp::Receiver;
 use common::served::{Server, every_command, qprof, temp_dir};
 use serde_json::Value;
 
@@ -290,7 +291,18 @@ fn tpch_on_two_executors_matches_one_process_and_logs_both() {
     let dir = temp_dir("cluster");
     let expected = local_rows(&dir, ALL);
     assert_eq!(expected.len(), 22);
-    let cluster = LocalCluster::start(&dir, &["exec-1", "exec-2"]);
+    // the scheduler also sends each job's trace to a collector
+    let receiver = Receiver::start("grpc", &dir);
+    let cluster = LocalCluster::start_with(
+        &dir,
+        &["exec-1", "exec-2"],
+        &[
+            "--otlp-endpoint",
+            &receiver.url(),
+            "--otlp-protocol",
+            "grpc",
+        ],
+    );
     let client_profiles = dir.join("client-profiles.json");
     let out = cluster_run(&cluster, &dir, ALL)
         .arg("--profile-out")
@@ -336,6 +348,44 @@ fn tpch_on_two_executors_matches_one_process_and_logs_both() {
             assert!(unnamed.is_empty(), "execution {execution}: {unnamed:?}");
         }
     }
+
+    // the scheduler's traces: one per job, tasks on both executors, operators in tasks
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let spans = loop {
+        let spans = receiver.spans();
+        let queries = spans
+            .iter()
+            .filter(|s| s["name"].as_str().unwrap().starts_with("query "))
+            .count();
+        if queries == 22 {
+            break spans;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{queries} of 22 traces arrived"
+        );
+        std::thread::park_timeout(std::time::Duration::from_millis(100));
+    };
+    let traces: BTreeSet<&str> = spans
+        .iter()
+        .map(|s| s["traceId"].as_str().unwrap())
+        .collect();
+    assert_eq!(traces.len(), 22, "one trace per job");
+    let on: BTreeSet<&str> = spans
+        .iter()
+        .filter_map(|s| s["attributes"]["qprof.executor.id"].as_str())
+        .collect();
+    assert_eq!(on, BTreeSet::from(["exec-1", "exec-2"]));
+    for trace in &traces {
+        let operators = spans
+            .iter()
+            .filter(|s| s["traceId"] == *trace)
+            .filter(|s| s["attributes"]["qprof.operator.id"].is_i64())
+            .inspect(|s| assert!(s["attributes"]["qprof.outputRows"].is_i64(), "{s}"))
+            .count();
+        assert!(operators > 0, "trace {trace} has no operator");
+    }
+    drop(receiver);
 
     let server = Server::start(&cluster.events);
     let apps = json(&server, "/api/v1/applications");

@@ -5,83 +5,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Command, Output};
 
+use common::otlp::Receiver;
 use qprof_core::catalog::{self, Aggregation};
 use serde_json::Value;
 
-/// A receiver running as a child process; killed when dropped.
-struct Receiver {
-    child: Child,
-    port: u16,
-    out: PathBuf,
-}
-
-impl Receiver {
-    /// Starts a receiver of `protocol` (`grpc` or `http`) writing spans under `dir`, and
-    /// waits (with a deadline) until it listens.
-    fn start(protocol: &str, dir: &Path) -> Receiver {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let python = root.join("../../target/test-venv/bin/python");
-        let port_file = dir.join(format!("{protocol}.port"));
-        let out = dir.join(format!("{protocol}.jsonl"));
-        let child = Command::new(&python)
-            .arg(root.join("tests/support/otlp_receiver.py"))
-            .arg(protocol)
-            .arg(&port_file)
-            .arg(&out)
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "cannot run {} (scripts/install-test-deps.sh installs it): {e}",
-                    python.display()
-                )
-            });
-        let mut receiver = Receiver {
-            child,
-            port: 0,
-            out,
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while receiver.port == 0 {
-            if let Some(status) = receiver.child.try_wait().unwrap() {
-                panic!("the {protocol} receiver exited: {status}");
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the {protocol} receiver never listened"
-            );
-            match std::fs::read_to_string(&port_file) {
-                Ok(port) => receiver.port = port.trim().parse().unwrap(),
-                Err(_) => std::thread::park_timeout(Duration::from_millis(20)),
-            }
-        }
-        receiver
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// Every span received so far.
-    fn spans(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.out)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+mod common;
 
 fn qprof(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut run = Command::new(env!("CARGO_BIN_EXE_qprof"));

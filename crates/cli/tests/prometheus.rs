@@ -55,7 +55,7 @@ impl Prometheus {
             .expect("prometheus runs (scripts/install-test-deps.sh installs it)");
         let mut prometheus = Prometheus { child, port };
         let deadline = Instant::now() + Duration::from_secs(60);
-        while !http_get(port, "/-/ready").is_some_and(|(status, _)| status == 200) {
+        while http_get(port, "/-/ready").is_none_or(|(status, _)| status != 200) {
             if let Some(status) = prometheus.child.try_wait().unwrap() {
                 panic!("prometheus exited: {status}");
             }

@@ -35,6 +35,12 @@ pub struct ExportStatus {
     pub failed_exports: u64,
     /// The last failure, on one line.
     pub last_error: Option<String>,
+    /// Queries whose spans were built.
+    pub traces: u64,
+    /// Time spent building spans on the threads that ended the queries (ns).
+    pub build_nanos: u64,
+    /// Time the exporter's thread spent sending (ns).
+    pub send_nanos: u64,
 }
 
 #[derive(Debug, Default)]
@@ -138,11 +144,13 @@ impl Exporter {
 
     /// Queues one query's spans, whole; drops them (counted) if they do not fit or the
     /// exporter is shut down. Never waits for the collector.
-    pub(crate) fn submit(&self, spans: Vec<SpanData>) {
+    pub(crate) fn submit(&self, spans: Vec<SpanData>, build_nanos: u64) {
         if spans.is_empty() {
             return;
         }
         let mut queue = self.shared.queue();
+        queue.status.traces += 1;
+        queue.status.build_nanos += build_nanos;
         if queue.closed || queue.spans + queue.sending + spans.len() > self.capacity {
             queue.status.dropped_spans += spans.len() as u64;
             return;
@@ -280,9 +288,12 @@ fn send_loop(
             spans
         };
         let count = spans.len() as u64;
+        let began = Instant::now();
         let outcome = runtime.block_on(exporter.export(spans));
+        let took = u64::try_from(began.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let mut queue = shared.queue();
         queue.sending = 0;
+        queue.status.send_nanos += took;
         match outcome {
             Ok(()) => queue.status.exported_spans += count,
             Err(error) => {

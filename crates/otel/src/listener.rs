@@ -1,7 +1,7 @@
 //! The exporter as a listener of the event bus: each query's end becomes one trace.
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_sdk::Resource;
@@ -133,13 +133,15 @@ impl Listener for OtlpListener {
                 };
             }
             Event::QueryEnd(end) => {
+                let began = Instant::now();
                 let app = self
                     .app
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .clone();
-                self.exporter
-                    .submit(query_spans(end, &app, &self.ids, &self.scope));
+                let spans = query_spans(end, &app, &self.ids, &self.scope);
+                let built = u64::try_from(began.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                self.exporter.submit(spans, built);
             }
             Event::AppEnd(_) if self.flush_at_end => {
                 self.exporter.flush(self.flush_timeout);

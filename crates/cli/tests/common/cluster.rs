@@ -69,6 +69,15 @@ impl LocalCluster {
     /// Starts a scheduler logging to `dir/events` and an executor of 2 task slots per id
     /// in `executors`, and waits until each has started.
     pub(crate) fn start(dir: &Path, executors: &[&str]) -> LocalCluster {
+        LocalCluster::start_with(dir, executors, &[])
+    }
+
+    /// As [`LocalCluster::start`], the scheduler also given `scheduler_args`.
+    pub(crate) fn start_with(
+        dir: &Path,
+        executors: &[&str],
+        scheduler_args: &[&str],
+    ) -> LocalCluster {
         let port = free_port();
         let events = dir.join("events");
         let mut scheduler = Command::new(env!("CARGO_BIN_EXE_qprof"))
@@ -76,6 +85,7 @@ impl LocalCluster {
             .arg(format!("127.0.0.1:{port}"))
             .arg("--event-log-dir")
             .arg(&events)
+            .args(scheduler_args)
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(dir.join("scheduler.log")).unwrap())
             .spawn()

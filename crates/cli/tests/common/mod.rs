@@ -8,6 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 pub(crate) mod cluster;
+pub(crate) mod otlp;
 pub(crate) mod served;
 
 /// Runs TPC-H SF 0.01 (all queries, or `queries`, e.g. `"3,22"`) with its data under
