@@ -800,6 +800,7 @@ mod tests {
                 wall_nanos,
                 calls: 7,
                 changed: true,
+                plans: Vec::new(),
             }],
         }
     }

@@ -87,6 +87,23 @@ pub struct RuleTiming {
     pub calls: u64,
     /// Whether any of its calls changed the plan.
     pub changed: bool,
+    /// The plans before and after its first calls that changed the plan, when the
+    /// session asked for them (`qprof.planning.record_plans`); at most
+    /// [`MAX_RECORDED_CHANGES`].
+    pub plans: Vec<PlanChange>,
+}
+
+/// The most plan changes kept per rule.
+pub const MAX_RECORDED_CHANGES: usize = 8;
+
+/// What one call of a rule did to the plan (an optimizer rule applied node by node sees the
+/// sub-plan at its node).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanChange {
+    /// The plan it was given, as EXPLAIN indents it.
+    pub before: String,
+    /// The plan it returned.
+    pub after: String,
 }
 
 /// A query's planning.
@@ -151,6 +168,7 @@ mod tests {
             wall_nanos,
             calls: 1,
             changed,
+            plans: Vec::new(),
         }
     }
 

@@ -9,6 +9,7 @@
 //! | `qprof.expression.adaptive_cpu_sampling_max_overhead_pct` | `1.0` | overhead budget of sampling, % of a function's time |
 //! | `qprof.runtime.counter_update_period_ms` | `500` | period of the updater that samples periodic counters (read concurrency, throughput), 1 to 60000 |
 //! | `qprof.runtime.heartbeat_interval_ms` | `1000` | time between samples of the executor's memory, 1 to 600000 (rounded up to whole updater periods) |
+//! | `qprof.planning.record_plans` | `false` | keep the plan before and after each rule call that changed it (the first 8 per rule), in the profile's planning |
 //! | `qprof.query.text` | empty | the SQL text of the session's next queries, for their profiles: a client that sends plans (to a cluster) sets it before each query, else a profile shows the logical plan |
 //! | `qprof.query.id` | empty | the client's id of its next query, by which a cluster's scheduler serves the query's profile to it |
 //!
@@ -34,6 +35,10 @@ pub const COUNTER_UPDATE_PERIOD_MS: &str = "runtime.counter_update_period_ms";
 /// Key (without the `qprof.` prefix) of the time between the executor's memory samples, in ms.
 pub const HEARTBEAT_INTERVAL_MS: &str = "runtime.heartbeat_interval_ms";
 
+/// Key (without the `qprof.` prefix) that keeps the plans before and after the rule calls
+/// that changed them.
+pub const RECORD_PLANS: &str = "planning.record_plans";
+
 /// Key (without the `qprof.` prefix) of the SQL text the session's next queries are
 /// profiled under.
 pub const QUERY_TEXT: &str = "query.text";
@@ -58,6 +63,9 @@ pub struct QprofOptions {
     /// Time between samples of the executor's memory (its heartbeat), in milliseconds; in
     /// [1, 600000]. Stages also sample when they start, so short ones are never missed.
     pub heartbeat_interval_ms: u64,
+    /// Keep the plan before and after each rule call that changed it (costly: each call's
+    /// plan is rendered; off by default).
+    pub record_plans: bool,
     /// The SQL text of the session's next queries (empty: none was given), for a client
     /// whose queries reach the engine as plans.
     pub query_text: String,
@@ -75,6 +83,7 @@ impl Default for QprofOptions {
             adaptive_cpu_sampling_max_overhead_pct: 1.0,
             counter_update_period_ms: 500,
             heartbeat_interval_ms: 1_000,
+            record_plans: false,
             query_text: String::new(),
             query_id: String::new(),
         }
@@ -149,6 +158,7 @@ impl QprofOptions {
                     _ => return Err(invalid(key, value, "milliseconds in [1, 600000]")),
                 };
             }
+            RECORD_PLANS => self.record_plans = parse_bool(key, value)?,
             QUERY_TEXT => self.query_text = value.to_string(),
             QUERY_ID => self.query_id = value.to_string(),
             _ => {
@@ -156,7 +166,8 @@ impl QprofOptions {
                     "unknown option qprof.{key}; known: qprof.{TRACK_CPU_USAGE}, \
                      qprof.{TRACK_CPU_USAGE_FOR_FUNCTIONS}, qprof.{ADAPTIVE_CPU_SAMPLING}, \
                      qprof.{ADAPTIVE_MAX_OVERHEAD_PCT}, qprof.{COUNTER_UPDATE_PERIOD_MS}, \
-                     qprof.{HEARTBEAT_INTERVAL_MS}, qprof.{QUERY_TEXT}, qprof.{QUERY_ID}"
+                     qprof.{HEARTBEAT_INTERVAL_MS}, qprof.{RECORD_PLANS}, qprof.{QUERY_TEXT}, \
+                     qprof.{QUERY_ID}"
                 )));
             }
         }
@@ -256,6 +267,11 @@ impl ExtensionOptions for QprofOptions {
                 HEARTBEAT_INTERVAL_MS,
                 self.heartbeat_interval_ms.to_string(),
                 "Time between samples of the executor's memory, in ms.",
+            ),
+            entry(
+                RECORD_PLANS,
+                self.record_plans.to_string(),
+                "Keep the plan before and after each rule call that changed it.",
             ),
             entry(
                 QUERY_TEXT,

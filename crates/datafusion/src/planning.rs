@@ -18,8 +18,13 @@ use datafusion::optimizer::optimizer::{ApplyOrder, Optimizer, OptimizerConfig, O
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::displayable;
 use qprof_core::clock::{epoch_micros, thread_cpu_nanos};
-use qprof_core::planning::{PhaseTiming, PlanningPhase, PlanningProfile, RuleTiming};
+use qprof_core::planning::{
+    MAX_RECORDED_CHANGES, PhaseTiming, PlanChange, PlanningPhase, PlanningProfile, RuleTiming,
+};
+
+use crate::options::QprofOptions;
 
 tokio::task_local! {
     /// The recorder of the query planning on this task, if one is.
@@ -109,9 +114,9 @@ impl PlanningRecorder {
         &self,
         phase: PlanningPhase,
         name: &str,
-        began: Instant,
-        ended: Instant,
+        (began, ended): (Instant, Instant),
         changed: bool,
+        plans: Option<PlanChange>,
     ) {
         let (start, end) = (self.offset(began), self.offset(ended));
         let nanos = end.saturating_sub(start);
@@ -126,6 +131,9 @@ impl PlanningRecorder {
                 rule.last_end_nanos = end;
                 rule.calls += 1;
                 rule.changed |= changed;
+                if rule.plans.len() < MAX_RECORDED_CHANGES {
+                    rule.plans.extend(plans);
+                }
             }
             None => state.rules.push(RuleTiming {
                 phase,
@@ -135,6 +143,7 @@ impl PlanningRecorder {
                 wall_nanos: nanos,
                 calls: 1,
                 changed,
+                plans: plans.into_iter().collect(),
             }),
         }
     }
@@ -219,21 +228,53 @@ impl PlanningRecorder {
 }
 
 /// Times `call` as a call of the rule `name` of `phase`, in the planning recorder of the
-/// current task if there is one; `changed` says whether its result changed the plan.
-fn timed<T>(
+/// current task if there is one; `changed` says whether its result changed the plan. When
+/// the session asks for plans (`render` is given), a call that changed the plan keeps the
+/// plan before (`render` of the input, made before the call) and after.
+fn timed<I, T>(
     phase: PlanningPhase,
     name: &str,
-    call: impl FnOnce() -> Result<T>,
+    input: I,
+    call: impl FnOnce(I) -> Result<T>,
     changed: impl FnOnce(&T) -> bool,
+    render: Option<Render<'_, I, T>>,
 ) -> Result<T> {
     let Ok(recorder) = RECORDER.try_with(Arc::clone) else {
-        return call();
+        return call(input);
     };
+    let before = render.map(|(of_input, _)| of_input(&input));
     let began = Instant::now();
-    let out = call();
+    let out = call(input);
     let ended = Instant::now();
-    recorder.rule(phase, name, began, ended, out.as_ref().is_ok_and(changed));
+    let changed = out.as_ref().is_ok_and(changed);
+    let plans = match (before, render, &out) {
+        (Some(before), Some((_, of_output)), Ok(after)) if changed => Some(PlanChange {
+            before,
+            after: of_output(after),
+        }),
+        _ => None,
+    };
+    recorder.rule(phase, name, (began, ended), changed, plans);
     out
+}
+
+/// How a rule's input plan and its output are rendered as text.
+type Render<'a, I, T> = (&'a dyn Fn(&I) -> String, &'a dyn Fn(&T) -> String);
+
+/// Whether the session asks for the plans around each change.
+fn records_plans(config: &ConfigOptions) -> bool {
+    config
+        .extensions
+        .get::<QprofOptions>()
+        .is_some_and(|o| o.record_plans)
+}
+
+fn logical_text(plan: &LogicalPlan) -> String {
+    plan.display_indent().to_string()
+}
+
+fn physical_text(plan: &Arc<dyn ExecutionPlan>) -> String {
+    displayable(plan.as_ref()).indent(false).to_string()
 }
 
 /// An analyzer rule, timed.
@@ -245,11 +286,14 @@ impl AnalyzerRule for TimedAnalyzerRule {
         let recording = RECORDER.try_with(|_| ()).is_ok();
         // an analyzer rule returns a plan, not whether it changed it: compare hashes
         let before = recording.then(|| plan_hash(&plan));
+        let render: Render<'_, LogicalPlan, LogicalPlan> = (&logical_text, &logical_text);
         timed(
             PlanningPhase::Analyzer,
             self.0.name(),
-            || self.0.analyze(plan, config),
+            plan,
+            |plan| self.0.analyze(plan, config),
             |after| before.is_some_and(|b| b != plan_hash(after)),
+            records_plans(config).then_some(render),
         )
     }
 
@@ -281,11 +325,15 @@ impl OptimizerRule for TimedOptimizerRule {
         plan: LogicalPlan,
         config: &dyn OptimizerConfig,
     ) -> Result<Transformed<LogicalPlan>> {
+        let after = |t: &Transformed<LogicalPlan>| logical_text(&t.data);
+        let render: Render<'_, LogicalPlan, Transformed<LogicalPlan>> = (&logical_text, &after);
         timed(
             PlanningPhase::Optimizer,
             self.0.name(),
-            || self.0.rewrite(plan, config),
+            plan,
+            |plan| self.0.rewrite(plan, config),
             |t| t.transformed,
+            records_plans(&config.options()).then_some(render),
         )
     }
 }
@@ -299,14 +347,19 @@ impl TimedPhysicalRule {
     fn timed(
         &self,
         plan: Arc<dyn ExecutionPlan>,
+        config: &ConfigOptions,
         optimize: impl FnOnce(Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let before = Arc::clone(&plan);
+        let render: Render<'_, Arc<dyn ExecutionPlan>, Arc<dyn ExecutionPlan>> =
+            (&physical_text, &physical_text);
         timed(
             PlanningPhase::PhysicalOptimizer,
             self.0.name(),
-            || optimize(plan),
+            plan,
+            optimize,
             |after| !Arc::ptr_eq(&before, after),
+            records_plans(config).then_some(render),
         )
     }
 }
@@ -317,7 +370,7 @@ impl PhysicalOptimizerRule for TimedPhysicalRule {
         plan: Arc<dyn ExecutionPlan>,
         config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        self.timed(plan, |plan| self.0.optimize(plan, config))
+        self.timed(plan, config, |plan| self.0.optimize(plan, config))
     }
 
     fn optimize_with_context(
@@ -325,7 +378,9 @@ impl PhysicalOptimizerRule for TimedPhysicalRule {
         plan: Arc<dyn ExecutionPlan>,
         context: &dyn datafusion::physical_optimizer::PhysicalOptimizerContext,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        self.timed(plan, |plan| self.0.optimize_with_context(plan, context))
+        self.timed(plan, context.config_options(), |plan| {
+            self.0.optimize_with_context(plan, context)
+        })
     }
 
     fn name(&self) -> &str {

@@ -143,3 +143,45 @@ async fn a_slow_rule_shows_its_time_under_its_name() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn the_plans_around_each_change_are_kept_only_when_asked() {
+    let profiler = Profiler::new();
+    let ctx = SessionContext::new_with_state(
+        profiler
+            .instrument(SessionStateBuilder::new().with_default_features())
+            .build(),
+    );
+    let sql = "SELECT a + 1 AS b FROM (VALUES (1), (2), (3)) AS t(a) WHERE a > 1 + 0";
+    let plain = profiler.run_sql(&ctx, sql).await.unwrap();
+    let planning = plain.profile.planning.unwrap();
+    assert!(planning.rules.iter().all(|r| r.plans.is_empty()));
+
+    ctx.sql("SET qprof.planning.record_plans = true")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let recorded = profiler.run_sql(&ctx, sql).await.unwrap();
+    assert_eq!(recorded.profile.rows, 2);
+    let planning = recorded.profile.planning.unwrap();
+    for rule in &planning.rules {
+        // a rule that changed nothing has no plans; one that did, its changes (at most 8;
+        // a rule may say it changed a plan whose text stays the same)
+        assert_eq!(rule.changed, !rule.plans.is_empty(), "{}", rule.name);
+        assert!(rule.plans.len() <= qprof_core::planning::MAX_RECORDED_CHANGES);
+    }
+    // `1 + 0` is simplified to `1` by the expression simplifier, before and after
+    let simplified = planning.rules.iter().flat_map(|r| &r.plans).any(|c| {
+        c.before.contains("Int64(1) + Int64(0)") && !c.after.contains("Int64(1) + Int64(0)")
+    });
+    assert!(simplified, "{:#?}", planning.rules);
+    // qprof's own rule wraps the operators: its change is in the physical plan's text
+    let ours = planning
+        .rules
+        .iter()
+        .find(|r| r.name == "qprof_profiling")
+        .unwrap();
+    assert_eq!(ours.plans.len(), 1);
+}

@@ -254,6 +254,19 @@ pub struct PlanningRuleJson {
     pub calls: u64,
     /// Whether any call changed the plan.
     pub changed: bool,
+    /// The plans around its first changes, when the session recorded them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plans: Vec<PlanChangeJson>,
+}
+
+/// A rule call's plan before and after it changed it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanChangeJson {
+    /// The plan given to the rule.
+    pub before: String,
+    /// The plan it returned.
+    pub after: String,
 }
 
 impl From<&PlanningProfile> for PlanningJson {
@@ -285,6 +298,14 @@ impl From<&PlanningProfile> for PlanningJson {
                     wall_nanos: r.wall_nanos,
                     calls: r.calls,
                     changed: r.changed,
+                    plans: r
+                        .plans
+                        .iter()
+                        .map(|c| PlanChangeJson {
+                            before: c.before.clone(),
+                            after: c.after.clone(),
+                        })
+                        .collect(),
                 })
                 .collect(),
         }

@@ -261,6 +261,23 @@ fn planning_spans(trace: &mut TraceBuilder<'_>, query: SpanId, planning: &Planni
             attr("rule.calls", int(rule.calls)),
             attr("rule.changed", rule.changed),
         ];
+        // the plans around its changes, when the session recorded them
+        span.events = rule
+            .plans
+            .iter()
+            .map(|change| {
+                let attributes = vec![
+                    attr("plan.before", change.before.clone()),
+                    attr("plan.after", change.after.clone()),
+                ];
+                Event::new(
+                    "qprof.plan_change",
+                    at_micros(at_end(rule.last_end_nanos)),
+                    attributes,
+                    0,
+                )
+            })
+            .collect();
         trace.add(span, false);
     }
 }

@@ -6,7 +6,7 @@ use opentelemetry::trace::{SpanId, Status};
 use opentelemetry_sdk::trace::RandomIdGenerator;
 use qprof_core::events::QueryEnd;
 use qprof_core::metric::TaskRef;
-use qprof_core::planning::{PhaseTiming, PlanningPhase, PlanningProfile, RuleTiming};
+use qprof_core::planning::{PhaseTiming, PlanChange, PlanningPhase, PlanningProfile, RuleTiming};
 use qprof_core::profile::fixtures::sample;
 use qprof_core::profile::{QueryProfile, TaskProfile, TaskSpan};
 use qprof_core::trace_parent::TraceParent;
@@ -70,6 +70,10 @@ fn profile() -> QueryProfile {
                 wall_nanos: 3_000,
                 calls: 4,
                 changed: true,
+                plans: vec![PlanChange {
+                    before: "Filter: a > 1\n  Projection: a".into(),
+                    after: "Projection: a\n  Filter: a > 1".into(),
+                }],
             },
             RuleTiming {
                 phase: PlanningPhase::PhysicalOptimizer,
@@ -79,6 +83,7 @@ fn profile() -> QueryProfile {
                 wall_nanos: 3_000,
                 calls: 1,
                 changed: true,
+                plans: Vec::new(),
             },
         ],
     });
@@ -233,6 +238,18 @@ fn planning_spans_nest_phases_and_rules() {
         find("planning.optimizer").span_context.span_id()
     );
     assert_eq!(int_of(rule, "qprof.rule.calls"), 4);
+    // the recorded plans around its change, as an event
+    let change = rule
+        .events
+        .iter()
+        .find(|e| e.name == "qprof.plan_change")
+        .expect("the plan change");
+    let before = change
+        .attributes
+        .iter()
+        .find(|kv| kv.key.as_str() == "qprof.plan.before")
+        .map(|kv| kv.value.as_str().into_owned());
+    assert_eq!(before.as_deref(), Some("Filter: a > 1\n  Projection: a"));
     assert_eq!(int_of(rule, "qprof.rule.wallNanos"), 3_000);
     assert_eq!(
         find("qprof_profiling").parent_span_id,
