@@ -4,7 +4,7 @@
 //!
 //! Rules: `bottleneck`, `skewed-tasks`, `spill`, `io-bound`, `low-read-concurrency`,
 //! `dominating-function`, `unused-dynamic-filters`, `unselective-filter`,
-//! `memory-near-limit` and `slow-planning`.
+//! `memory-near-limit`, `slow-planning` and `exploding-join`.
 //!
 //! Rules look only at the profile (no engine), and each has a threshold under which it
 //! stays quiet, so a healthy query gets no findings.
@@ -90,6 +90,10 @@ pub mod thresholds {
     /// Planning that took at least as long as the execution, and at least this long (ns),
     /// is slow planning.
     pub const SLOW_PLANNING_MIN_NANOS: u64 = 10_000_000;
+    /// A join emitting at least this many times the rows of its larger input explodes ...
+    pub const EXPLODING_JOIN_RATIO: i64 = 10;
+    /// ... when it emits at least this many rows.
+    pub const EXPLODING_JOIN_MIN_ROWS: i64 = 100_000;
 }
 
 /// Everything the advisor notices in `profile`, warnings first, then by the query's
@@ -107,6 +111,7 @@ pub fn advise(profile: &QueryProfile) -> Vec<Finding> {
     unselective_filters(profile, &mut findings);
     memory_near_limit(profile, &mut findings);
     slow_planning(profile, &mut findings);
+    exploding_joins(profile, &mut findings);
     findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     findings
 }
@@ -451,6 +456,48 @@ fn memory_near_limit(profile: &QueryProfile, out: &mut Vec<Finding>) {
         ),
         numbers: vec![("memoryPoolPeakBytes", peak), ("memoryLimitBytes", limit)],
     });
+}
+
+/// `exploding-join`: a join emitted many times the rows of its larger input (a key that
+/// repeats on both sides, or a missing join condition).
+fn exploding_joins(profile: &QueryProfile, out: &mut Vec<Finding>) {
+    let joins = profile
+        .plan
+        .iter()
+        .filter(|n| n.name.ends_with("JoinExec") && n.children.len() == 2);
+    for join in joins {
+        let emitted = value(join, names::OUTPUT_ROWS);
+        let inputs = [
+            value(&join.children[0], names::OUTPUT_ROWS),
+            value(&join.children[1], names::OUTPUT_ROWS),
+        ];
+        let larger = inputs[0].max(inputs[1]);
+        if emitted < thresholds::EXPLODING_JOIN_MIN_ROWS
+            || emitted < larger.saturating_mul(thresholds::EXPLODING_JOIN_RATIO)
+        {
+            continue;
+        }
+        out.push(Finding {
+            rule: "exploding-join",
+            severity: Severity::Warning,
+            node_id: Some(join.id),
+            stage_id: join.stage_id,
+            message: format!(
+                "#{} {} emitted {} rows from inputs of {} and {} rows ({}x its larger input): a join key that repeats on both sides, or a missing join condition",
+                join.id,
+                join.name,
+                format::integer(emitted),
+                format::integer(inputs[0]),
+                format::integer(inputs[1]),
+                emitted / larger.max(1),
+            ),
+            numbers: vec![
+                (names::OUTPUT_ROWS, emitted),
+                ("leftInputRows", inputs[0]),
+                ("rightInputRows", inputs[1]),
+            ],
+        });
+    }
 }
 
 /// `slow-planning`: planning took as long as running the query, or longer.
@@ -833,5 +880,36 @@ mod tests {
         p.planning = Some(planned(min));
         p.duration_nanos = 2 * min + 1;
         assert!(fired(&p, "slow-planning").is_empty());
+    }
+
+    #[test]
+    fn exploding_join_fires_at_ten_times_the_larger_input() {
+        fn join_of(out: i64, left: i64, right: i64) -> QueryProfile {
+            let mut p = sample();
+            // the sample's filter above its scan becomes a join of the scan with itself
+            let node = &mut p.plan.children[0];
+            node.name = "HashJoinExec".into();
+            let scan = node.children[0].clone();
+            let mut other = scan.clone();
+            other.id = 3;
+            node.children.push(other);
+            set(&mut p, 1, names::OUTPUT_ROWS, out);
+            set(&mut p, 2, names::OUTPUT_ROWS, left);
+            set(&mut p, 3, names::OUTPUT_ROWS, right);
+            p
+        }
+        let min = thresholds::EXPLODING_JOIN_MIN_ROWS;
+        let found = fired(&join_of(min, min / 10, min / 20), "exploding-join");
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].node_id, Some(1));
+        assert_eq!(found[0].severity, Severity::Warning);
+        assert!(
+            found[0].message.contains("10x its larger input"),
+            "{}",
+            found[0].message
+        );
+        // just under ten times, or under the minimum: quiet
+        assert!(fired(&join_of(min, min / 10 + 1, 5), "exploding-join").is_empty());
+        assert!(fired(&join_of(min - 1, 10, 10), "exploding-join").is_empty());
     }
 }

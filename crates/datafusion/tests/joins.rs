@@ -309,3 +309,45 @@ async fn cross_and_nested_loop_joins_report_their_phases_under_their_own_names()
         );
     }
 }
+
+#[tokio::test]
+async fn a_join_on_a_repeating_key_is_an_exploding_join() {
+    let (profiler, ctx) = profiled(SessionConfig::new().with_target_partitions(2));
+    // 1,000 rows a side, ten keys: 100 x 100 pairs per key, 100,000 rows out
+    let exploding = profiler
+        .run_sql(
+            &ctx,
+            "SELECT count(*) FROM generate_series(1, 1000) AS a(x) \
+             JOIN generate_series(1, 1000) AS b(y) ON a.x % 10 = b.y % 10",
+        )
+        .await
+        .unwrap();
+    let findings = qprof_core::advice::advise(&exploding.profile);
+    let found: Vec<_> = findings
+        .iter()
+        .filter(|f| f.rule == "exploding-join")
+        .collect();
+    assert_eq!(found.len(), 1, "{findings:?}");
+    let join = exploding
+        .profile
+        .plan
+        .iter()
+        .find(|n| Some(n.id) == found[0].node_id)
+        .unwrap();
+    assert_eq!(join.name, "HashJoinExec");
+    assert_eq!(value(join, names::OUTPUT_ROWS), 100_000);
+    // the same inputs joined on a unique key: as many rows out as in, quiet
+    let unique = profiler
+        .run_sql(
+            &ctx,
+            "SELECT count(*) FROM generate_series(1, 1000) AS a(x) \
+             JOIN generate_series(1, 1000) AS b(y) ON a.x = b.y",
+        )
+        .await
+        .unwrap();
+    let findings = qprof_core::advice::advise(&unique.profile);
+    assert!(
+        findings.iter().all(|f| f.rule != "exploding-join"),
+        "{findings:?}"
+    );
+}
