@@ -305,6 +305,7 @@ pub(crate) async fn run_tpch(args: RunArgs, url: &str) -> Result<()> {
         .context("cannot resolve the data directory")?;
     let paths = prepare_tpch(&args.tpch, &dir)?;
     crate::run::check_output_dirs(&args.exec)?;
+    let parent = crate::otlp::trace_parent()?;
     let ctx = client_session(url, &args.exec).await?;
     qprof_tpch::register_all(&ctx, &paths)
         .await
@@ -317,7 +318,7 @@ pub(crate) async fn run_tpch(args: RunArgs, url: &str) -> Result<()> {
     for q in QueryList::or_all(args.queries.as_ref()) {
         let sql = qprof_tpch::query(q).with_context(|| format!("no TPC-H query {q}"))?;
         let start = Instant::now();
-        let (outcome, run) = run_job(&ctx, &format!("q{q}"), sql).await;
+        let (outcome, run) = run_job(&ctx, &format!("q{q}"), sql, parent).await;
         match outcome {
             Ok(batches) => {
                 let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
@@ -400,6 +401,7 @@ pub(crate) async fn run_sql(args: SqlArgs, url: &str) -> Result<()> {
         })
         .collect::<Result<Vec<_>>>()?;
     crate::run::check_output_dirs(&args.exec)?;
+    let parent = crate::otlp::trace_parent()?;
     let ctx = client_session(url, &args.exec).await?;
     register_tables(&ctx, &tables, args.format).await?;
     let session_id = ctx.session_id();
@@ -409,7 +411,7 @@ pub(crate) async fn run_sql(args: SqlArgs, url: &str) -> Result<()> {
     for (i, sql) in statements.iter().enumerate() {
         let label = format!("statement {}", i + 1);
         let start = Instant::now();
-        let (outcome, run) = run_job(&ctx, &label, sql).await;
+        let (outcome, run) = run_job(&ctx, &label, sql, parent).await;
         match outcome {
             Ok(batches) => {
                 let pretty = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
@@ -459,11 +461,13 @@ const RUNS_AFTER_A_LOSS: usize = 2;
 /// Runs `sql` in the client session `ctx` as the job called `name`; its batches, and the
 /// id its last run was sent with (the scheduler serves its profile under it). A query
 /// (not a statement that writes) failed by the loss of an executor runs again on the
-/// executors left (each loss said on stderr), up to [`RUNS_AFTER_A_LOSS`] times.
+/// executors left (each loss said on stderr), up to [`RUNS_AFTER_A_LOSS`] times. The
+/// scheduler's trace of the job is a child of `parent`, if given.
 async fn run_job(
     ctx: &datafusion::prelude::SessionContext,
     name: &str,
     sql: &str,
+    parent: Option<qprof_core::trace_parent::TraceParent>,
 ) -> (
     datafusion::error::Result<Vec<datafusion::arrow::array::RecordBatch>>,
     String,
@@ -497,6 +501,7 @@ async fn run_job(
                 {
                     options.query_text = sql.trim().to_string();
                     options.query_id.clone_from(&id);
+                    options.query_traceparent = parent.map(|p| p.to_string()).unwrap_or_default();
                 }
             }
             let frame = ctx.sql(sql).await?;

@@ -10,7 +10,7 @@
 //! Needs what `scripts/install-test-deps.sh` installs (spark-history-cli in
 //! `target/test-venv`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -304,10 +304,13 @@ fn tpch_on_two_executors_matches_one_process_and_logs_both() {
         ],
     );
     let client_profiles = dir.join("client-profiles.json");
+    // the client runs under a span of its caller's: the scheduler's traces are its children
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     let out = cluster_run(&cluster, &dir, ALL)
         .arg("--profile-out")
         .arg(&client_profiles)
         .args(["--top", "2"])
+        .env("TRACEPARENT", parent)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -366,25 +369,57 @@ fn tpch_on_two_executors_matches_one_process_and_logs_both() {
         );
         std::thread::park_timeout(std::time::Duration::from_millis(100));
     };
+    // one query span per job, each a child of the client's span, all in its trace
+    for query in spans
+        .iter()
+        .filter(|s| s["name"].as_str().unwrap().starts_with("query "))
+    {
+        assert_eq!(query["parentSpanId"], "00f067aa0ba902b7", "{query}");
+    }
     let traces: BTreeSet<&str> = spans
         .iter()
         .map(|s| s["traceId"].as_str().unwrap())
         .collect();
-    assert_eq!(traces.len(), 22, "one trace per job");
+    assert_eq!(traces, BTreeSet::from(["4bf92f3577b34da6a3ce929d0e0e4736"]));
+    let roots: BTreeSet<&str> = spans
+        .iter()
+        .filter(|s| s["name"].as_str().unwrap().starts_with("query "))
+        .map(|s| s["spanId"].as_str().unwrap())
+        .collect();
+    assert_eq!(roots.len(), 22, "one query span per job");
     let on: BTreeSet<&str> = spans
         .iter()
         .filter_map(|s| s["attributes"]["qprof.executor.id"].as_str())
         .collect();
     assert_eq!(on, BTreeSet::from(["exec-1", "exec-2"]));
-    for trace in &traces {
-        let operators = spans
-            .iter()
-            .filter(|s| s["traceId"] == *trace)
-            .filter(|s| s["attributes"]["qprof.operator.id"].is_i64())
-            .inspect(|s| assert!(s["attributes"]["qprof.outputRows"].is_i64(), "{s}"))
-            .count();
-        assert!(operators > 0, "trace {trace} has no operator");
+    // every job has operator spans under its query span
+    let parent_of: HashMap<&str, &str> = spans
+        .iter()
+        .map(|s| {
+            (
+                s["spanId"].as_str().unwrap(),
+                s["parentSpanId"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    fn root_of<'a>(parent_of: &HashMap<&'a str, &'a str>, mut span: &'a str) -> &'a str {
+        while let Some(parent) = parent_of.get(span).filter(|p| parent_of.contains_key(*p)) {
+            span = parent;
+        }
+        span
     }
+    let mut jobs_with_operators = BTreeSet::new();
+    for operator in spans
+        .iter()
+        .filter(|s| s["attributes"]["qprof.operator.id"].is_i64())
+    {
+        assert!(
+            operator["attributes"]["qprof.outputRows"].is_i64(),
+            "{operator}"
+        );
+        jobs_with_operators.insert(root_of(&parent_of, operator["spanId"].as_str().unwrap()));
+    }
+    assert_eq!(jobs_with_operators, roots, "a job without operator spans");
     drop(receiver);
 
     let server = Server::start(&cluster.events);

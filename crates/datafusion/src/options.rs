@@ -11,6 +11,7 @@
 //! | `qprof.runtime.heartbeat_interval_ms` | `1000` | time between samples of the executor's memory, 1 to 600000 (rounded up to whole updater periods) |
 //! | `qprof.planning.record_plans` | `false` | keep the plan before and after each rule call that changed it (the first 8 per rule), in the profile's planning |
 //! | `qprof.query.text` | empty | the SQL text of the session's next queries, for their profiles: a client that sends plans (to a cluster) sets it before each query, else a profile shows the logical plan |
+//! | `qprof.query.traceparent` | empty | the W3C `traceparent` of the span the session's next queries run under, for a client that sends plans (to a cluster) |
 //! | `qprof.query.id` | empty | the client's id of its next query, by which a cluster's scheduler serves the query's profile to it |
 //!
 //! The first key beats the second, which beats the third: see [`QprofOptions::tracking_for`].
@@ -46,6 +47,9 @@ pub const QUERY_TEXT: &str = "query.text";
 /// Key (without the `qprof.` prefix) of the client's id of its next query.
 pub const QUERY_ID: &str = "query.id";
 
+/// Key (without the `qprof.` prefix) of the span the session's next queries run under.
+pub const QUERY_TRACEPARENT: &str = "query.traceparent";
+
 /// qprof's options of one session.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QprofOptions {
@@ -72,6 +76,9 @@ pub struct QprofOptions {
     /// The client's id of its next query (empty: none), unique in its session: a cluster's
     /// scheduler serves the query's profile under it.
     pub query_id: String,
+    /// The W3C `traceparent` of the span the session's next queries run under (empty:
+    /// none), for a client whose queries reach the engine as plans.
+    pub query_traceparent: String,
 }
 
 impl Default for QprofOptions {
@@ -86,6 +93,7 @@ impl Default for QprofOptions {
             record_plans: false,
             query_text: String::new(),
             query_id: String::new(),
+            query_traceparent: String::new(),
         }
     }
 }
@@ -161,13 +169,14 @@ impl QprofOptions {
             RECORD_PLANS => self.record_plans = parse_bool(key, value)?,
             QUERY_TEXT => self.query_text = value.to_string(),
             QUERY_ID => self.query_id = value.to_string(),
+            QUERY_TRACEPARENT => self.query_traceparent = value.to_string(),
             _ => {
                 return Err(DataFusionError::Configuration(format!(
                     "unknown option qprof.{key}; known: qprof.{TRACK_CPU_USAGE}, \
                      qprof.{TRACK_CPU_USAGE_FOR_FUNCTIONS}, qprof.{ADAPTIVE_CPU_SAMPLING}, \
                      qprof.{ADAPTIVE_MAX_OVERHEAD_PCT}, qprof.{COUNTER_UPDATE_PERIOD_MS}, \
                      qprof.{HEARTBEAT_INTERVAL_MS}, qprof.{RECORD_PLANS}, qprof.{QUERY_TEXT}, \
-                     qprof.{QUERY_ID}"
+                     qprof.{QUERY_ID}, qprof.{QUERY_TRACEPARENT}"
                 )));
             }
         }
@@ -282,6 +291,11 @@ impl ExtensionOptions for QprofOptions {
                 QUERY_ID,
                 self.query_id.clone(),
                 "The client's id of its next query, by which a cluster serves its profile.",
+            ),
+            entry(
+                QUERY_TRACEPARENT,
+                self.query_traceparent.clone(),
+                "The W3C traceparent of the span the session's next queries run under.",
             ),
         ]
     }

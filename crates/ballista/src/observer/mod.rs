@@ -111,6 +111,8 @@ struct Job {
     text: String,
     start_epoch_millis: u64,
     ended: bool,
+    /// The span the client ran the query under, if it said.
+    trace_parent: Option<qprof_core::trace_parent::TraceParent>,
 }
 
 #[derive(Default)]
@@ -394,6 +396,8 @@ impl ClusterObserver {
         job.query = query;
         job.text = text;
         job.start_epoch_millis = start;
+        // a malformed value is the client's to refuse; the job runs untraced
+        job.trace_parent = options.query_traceparent.parse().ok();
     }
 
     fn job_saved(&self, job_id: &JobId, graph: &ExecutionGraphBox) {
@@ -412,6 +416,7 @@ impl ClusterObserver {
             return;
         }
         job.ended = true;
+        let trace_parent = job.trace_parent;
         let (Some(session), query, text, name, start) = (
             job.session.clone(),
             job.query,
@@ -464,7 +469,7 @@ impl ClusterObserver {
                 end_epoch_millis: end_of(job.end_time(), start),
                 profile: Some(profile),
                 error,
-                trace_parent: None,
+                trace_parent,
             })));
             // logged first: a client that has its profile finds it in the log too
             profiles.ended(&session, &job_id, kept_profile, kept_error);
