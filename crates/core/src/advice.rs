@@ -493,8 +493,8 @@ fn exploding_joins(profile: &QueryProfile, out: &mut Vec<Finding>) {
             ),
             numbers: vec![
                 (names::OUTPUT_ROWS, emitted),
-                ("leftInputRows", inputs[0]),
-                ("rightInputRows", inputs[1]),
+                ("firstInputRows", inputs[0]),
+                ("secondInputRows", inputs[1]),
             ],
         });
     }
