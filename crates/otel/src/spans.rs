@@ -14,7 +14,7 @@ use opentelemetry_sdk::trace::{IdGenerator, SpanData, SpanEvents, SpanLinks};
 use qprof_core::advice::advise;
 use qprof_core::events::QueryEnd;
 use qprof_core::planning::{PlanningPhase, PlanningProfile};
-use qprof_core::profile::{ProfileNode, QueryProfile, StageProfile, TaskProfile};
+use qprof_core::profile::{ProfileNode, QueryProfile, StageProfile, TaskProfile, TaskSpan};
 
 /// The prefix of every qprof attribute; a metric's attribute is the prefix and its
 /// catalog name (`qprof.outputRows`).
@@ -300,15 +300,20 @@ fn execution_spans(trace: &mut TraceBuilder<'_>, query: SpanId, profile: &QueryP
             .filter_map(|id| nodes.get(id).copied())
             .collect();
         members.sort_by_key(|n| n.id);
-        let spans_of = |task_id: u64| {
-            members
-                .iter()
-                .flat_map(|n| n.task_spans.iter())
-                .filter(move |t| t.task.task_id == task_id)
-        };
+        // each task's operator spans, in the members' order: one pass over the stage
+        let mut by_task: HashMap<u64, Vec<(&ProfileNode, &TaskSpan)>> = HashMap::new();
+        for node in &members {
+            for ran in &node.task_spans {
+                let ran_in = by_task.entry(ran.task.task_id).or_default();
+                if !ran_in.iter().any(|(n, _)| n.id == node.id) {
+                    ran_in.push((node, ran));
+                }
+            }
+        }
         let task_range = |task: &TaskProfile| {
-            let start = spans_of(task.task_id).map(|t| t.start_epoch_micros).min();
-            let end = spans_of(task.task_id).map(|t| t.finish_epoch_micros).max();
+            let ran = by_task.get(&task.task_id).map_or(&[][..], Vec::as_slice);
+            let start = ran.iter().map(|(_, t)| t.start_epoch_micros).min();
+            let end = ran.iter().map(|(_, t)| t.finish_epoch_micros).max();
             let (start, end) = match (start, end) {
                 (Some(s), Some(e)) => (s, e),
                 _ => (
@@ -329,14 +334,7 @@ fn execution_spans(trace: &mut TraceBuilder<'_>, query: SpanId, profile: &QueryP
             let task_id = trace.add(task_span(stage, task, stage_id, start, end), false);
             // operators from the stage's root down, so a parent's span exists first
             let mut in_task: HashMap<usize, SpanId> = HashMap::new();
-            for node in &members {
-                let Some(ran) = node
-                    .task_spans
-                    .iter()
-                    .find(|t| t.task.task_id == task.task_id)
-                else {
-                    continue;
-                };
+            for &(node, ran) in by_task.get(&task.task_id).into_iter().flatten() {
                 let parent = parents
                     .get(&node.id)
                     .and_then(|p| in_task.get(p))
