@@ -549,6 +549,7 @@ pub fn query_profile(
         memory: Vec::new(),
         memory_pool: None,
         planning: None,
+        stack_samples: None,
     }
 }
 

@@ -64,7 +64,7 @@ async fn time_profiled(session: &ProfilingSession, q: usize, sql: &str) -> Resul
 }
 
 pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
-    let config = session_config(args.partitions, &args.functions)?;
+    let config = session_config(args.partitions, &args.functions, args.sample_stacks)?;
     let dir = data_dir(args.data_dir.as_ref(), &args.tpch);
     let paths = prepare_tpch(&args.tpch, &dir)?;
     let runtime = Arc::new(RuntimeEnv::default());

@@ -218,6 +218,16 @@ pub(crate) struct ExecOptions {
     /// memory tier (--cache-memory, default 64M) and kept for later runs (localReadBytes).
     #[arg(long, value_name = "DIR:SIZE", value_parser = parse_cache_disk)]
     pub cache_disk: Option<DiskCache>,
+    /// Sample the native stacks this many times per second of CPU time (99 is a sensible
+    /// rate), by operator: each profile lists its operators' hottest functions and keeps
+    /// their stacks (qprof.runtime.stack_sample_hz).
+    #[arg(long, value_name = "HZ", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub sample_stacks: Option<u32>,
+    /// Write the sampled stacks of all queries as a pprof profile to this file (for `go
+    /// tool pprof`, speedscope, Pyroscope), each sample labelled with its query, operator
+    /// and task.
+    #[arg(long, value_name = "FILE", requires = "sample_stacks")]
+    pub pprof_out: Option<PathBuf>,
     #[command(flatten)]
     pub functions: FunctionTracking,
     #[command(flatten)]
@@ -228,7 +238,7 @@ pub(crate) struct ExecOptions {
 
 /// What a run on a cluster does not take: the scheduler writes the event log and exports
 /// traces, and the executors own memory, spill and reads.
-const NOT_WITH_CLUSTER: [&str; 11] = [
+const NOT_WITH_CLUSTER: [&str; 13] = [
     "memory_limit",
     "spill_dir",
     "cache_memory",
@@ -240,6 +250,8 @@ const NOT_WITH_CLUSTER: [&str; 11] = [
     "ui_keep",
     "otlp_endpoint",
     "otlp_protocol",
+    "sample_stacks",
+    "pprof_out",
 ];
 
 #[derive(Debug, Args)]
@@ -377,6 +389,11 @@ pub(crate) struct OverheadArgs {
     /// how far two identical clusters read apart in this harness on this machine.
     #[arg(long, requires = "cluster", conflicts_with = "side")]
     pub control: bool,
+    /// The profiled side also samples native stacks this many times per second of CPU
+    /// time (qprof.runtime.stack_sample_hz).
+    #[arg(long, value_name = "HZ", conflicts_with = "cluster",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub sample_stacks: Option<u32>,
     #[command(flatten)]
     pub functions: FunctionTracking,
     /// The profiled side also sends each query's trace to an OpenTelemetry collector.

@@ -368,7 +368,7 @@ async fn client_session(
     reach_scheduler(address, url, Duration::ZERO).await?;
     // with qprof's options (the function-tracking flags), which statements may also set:
     // the scheduler plans by them
-    let config = crate::run::session_config(exec.partitions, &exec.functions)?;
+    let config = crate::run::session_config(exec.partitions, &exec.functions, None)?;
     remote_session(url, config)
         .await
         .map_err(|e| anyhow::anyhow!("{}", qprof_datafusion::error_line(&e)))

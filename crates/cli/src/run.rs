@@ -38,8 +38,12 @@ use crate::live::LiveUi;
 pub(crate) fn session_config(
     partitions: Option<u16>,
     functions: &FunctionTracking,
+    stack_sample_hz: Option<u32>,
 ) -> Result<SessionConfig> {
-    let mut options = QprofOptions::default();
+    let mut options = QprofOptions {
+        stack_sample_hz: stack_sample_hz.unwrap_or(0),
+        ..QprofOptions::default()
+    };
     let flags = [
         (
             TRACK_CPU_USAGE,
@@ -100,7 +104,7 @@ pub(crate) fn prepare_tpch(sf: &ScaleFactor, dir: &Path) -> Result<DatasetPaths>
 /// and read cache.
 async fn session(exec: &ExecOptions) -> Result<ProfilingSession> {
     check_output_dirs(exec)?;
-    let config = session_config(exec.partitions, &exec.functions)?;
+    let config = session_config(exec.partitions, &exec.functions, exec.sample_stacks)?;
     profiling_session(exec, config).await
 }
 
@@ -110,6 +114,7 @@ pub(crate) fn check_output_dirs(exec: &ExecOptions) -> Result<()> {
     for (path, what) in [
         (&exec.profile_out, "profiles"),
         (&exec.trace_out, "the trace"),
+        (&exec.pprof_out, "the sampled stacks"),
     ] {
         if let Some(path) = path {
             let dir = path
@@ -492,6 +497,18 @@ pub(crate) fn summarize_document(document: &ProfilesDocument, exec: &ExecOptions
         std::fs::write(path, trace.to_string())
             .with_context(|| format!("cannot write the trace to '{}'", path.display()))?;
         println!("trace written to {}", path.display());
+    }
+    if let Some(path) = &exec.pprof_out {
+        let start_nanos = queries
+            .iter()
+            .map(|q| q.start_epoch_millis)
+            .min()
+            .unwrap_or(0)
+            .saturating_mul(1_000_000);
+        let pprof = qprof_eventlog::pprof_profile(queries, i64::try_from(start_nanos).unwrap_or(0));
+        std::fs::write(path, pprof)
+            .with_context(|| format!("cannot write the sampled stacks to '{}'", path.display()))?;
+        println!("sampled stacks written to {}", path.display());
     }
     Ok(())
 }

@@ -22,6 +22,7 @@ use std::sync::atomic::Ordering;
 use crate::clock::ClockSource;
 use crate::counters::OperatorTaskCounters;
 use crate::phases::JoinPhase;
+use crate::stacks;
 
 struct Frame {
     target: Arc<OperatorTaskCounters>,
@@ -127,6 +128,7 @@ pub fn enter<'c, C: ClockSource>(
                 allocation_mark: allocations,
                 self_allocations: 0,
             });
+            stacks::set_current_key(target.sample_key().get());
             state.frames.len() - 1
         })
         .unwrap_or(usize::MAX);
@@ -195,6 +197,12 @@ impl<C: ClockSource> Drop for FrameGuard<'_, C> {
                     allocations: self_allocations,
                 }),
             }
+            stacks::set_current_key(
+                state
+                    .frames
+                    .last()
+                    .map_or(0, |parent| parent.target.sample_key().get()),
+            );
             match state.frames.last_mut() {
                 Some(parent) => {
                     parent.segment_start = now;

@@ -8,6 +8,7 @@ use crate::io::IoCounters;
 use crate::metric::saturating_i64;
 use crate::phases::PhaseCounters;
 use crate::spill::SpillCounters;
+use crate::stacks::SampleKey;
 
 /// Tracks bytes currently reserved and their high-water mark.
 ///
@@ -81,12 +82,18 @@ pub struct OperatorTaskCounters {
     spill: OnceLock<Arc<SpillCounters>>,
     phases: OnceLock<Arc<PhaseCounters>>,
     error: OnceLock<String>,
+    sample_key: SampleKey,
 }
 
 impl OperatorTaskCounters {
     /// Fresh counters at zero.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// What names this task in sampled stacks ([`crate::stacks`]).
+    pub fn sample_key(&self) -> SampleKey {
+        self.sample_key
     }
 
     /// Fresh counters whose reservations also count in `memory_rollups`, and whose spawned

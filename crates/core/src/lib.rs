@@ -33,4 +33,5 @@ pub mod profile;
 pub mod sampling;
 pub mod spill;
 pub mod stable_id;
+pub mod stacks;
 pub mod trace_parent;

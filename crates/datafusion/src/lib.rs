@@ -54,6 +54,7 @@ mod scalar_functions;
 mod session;
 mod spawn;
 mod spill;
+mod stack_samples;
 mod text;
 mod trace_context;
 

@@ -9,6 +9,7 @@
 //! | `qprof.expression.adaptive_cpu_sampling_max_overhead_pct` | `1.0` | overhead budget of sampling, % of a function's time |
 //! | `qprof.runtime.counter_update_period_ms` | `500` | period of the updater that samples periodic counters (read concurrency, throughput), 1 to 60000 |
 //! | `qprof.runtime.heartbeat_interval_ms` | `1000` | time between samples of the executor's memory, 1 to 600000 (rounded up to whole updater periods) |
+//! | `qprof.runtime.stack_sample_hz` | `0` | sample each query's native stacks this many times per second of CPU time, by operator (0: off; 99 is a sensible rate; at most 1000) |
 //! | `qprof.planning.record_plans` | `false` | keep the plan before and after each rule call that changed it (the first 8 per rule), in the profile's planning |
 //! | `qprof.query.text` | empty | the SQL text of the session's next queries, for their profiles: a client that sends plans (to a cluster) sets it before each query, else a profile shows the logical plan |
 //! | `qprof.query.traceparent` | empty | the W3C `traceparent` of the span the session's next queries run under, for a client that sends plans (to a cluster) |
@@ -35,6 +36,9 @@ pub const COUNTER_UPDATE_PERIOD_MS: &str = "runtime.counter_update_period_ms";
 
 /// Key (without the `qprof.` prefix) of the time between the executor's memory samples, in ms.
 pub const HEARTBEAT_INTERVAL_MS: &str = "runtime.heartbeat_interval_ms";
+
+/// Key (without the `qprof.` prefix) of the rate of stack sampling, per second of CPU time.
+pub const STACK_SAMPLE_HZ: &str = "runtime.stack_sample_hz";
 
 /// Key (without the `qprof.` prefix) that keeps the plans before and after the rule calls
 /// that changed them.
@@ -67,6 +71,10 @@ pub struct QprofOptions {
     /// Time between samples of the executor's memory (its heartbeat), in milliseconds; in
     /// [1, 600000]. Stages also sample when they start, so short ones are never missed.
     pub heartbeat_interval_ms: u64,
+    /// Samples of the native stacks per second of CPU time while the session's queries run,
+    /// attributed to operators; 0 (the default) samples nothing. The process has one
+    /// sampler: queries running at once share the first one's rate.
+    pub stack_sample_hz: u32,
     /// Keep the plan before and after each rule call that changed it (costly: each call's
     /// plan is rendered; off by default).
     pub record_plans: bool,
@@ -90,6 +98,7 @@ impl Default for QprofOptions {
             adaptive_cpu_sampling_max_overhead_pct: 1.0,
             counter_update_period_ms: 500,
             heartbeat_interval_ms: 1_000,
+            stack_sample_hz: 0,
             record_plans: false,
             query_text: String::new(),
             query_id: String::new(),
@@ -166,6 +175,12 @@ impl QprofOptions {
                     _ => return Err(invalid(key, value, "milliseconds in [1, 600000]")),
                 };
             }
+            STACK_SAMPLE_HZ => {
+                self.stack_sample_hz = match value.parse::<u32>() {
+                    Ok(hz) if hz <= qprof_core::stacks::MAX_HZ => hz,
+                    _ => return Err(invalid(key, value, "samples per second in [0, 1000]")),
+                };
+            }
             RECORD_PLANS => self.record_plans = parse_bool(key, value)?,
             QUERY_TEXT => self.query_text = value.to_string(),
             QUERY_ID => self.query_id = value.to_string(),
@@ -175,7 +190,7 @@ impl QprofOptions {
                     "unknown option qprof.{key}; known: qprof.{TRACK_CPU_USAGE}, \
                      qprof.{TRACK_CPU_USAGE_FOR_FUNCTIONS}, qprof.{ADAPTIVE_CPU_SAMPLING}, \
                      qprof.{ADAPTIVE_MAX_OVERHEAD_PCT}, qprof.{COUNTER_UPDATE_PERIOD_MS}, \
-                     qprof.{HEARTBEAT_INTERVAL_MS}, qprof.{RECORD_PLANS}, qprof.{QUERY_TEXT}, \
+                     qprof.{HEARTBEAT_INTERVAL_MS}, qprof.{STACK_SAMPLE_HZ}, qprof.{RECORD_PLANS}, qprof.{QUERY_TEXT}, \
                      qprof.{QUERY_ID}, qprof.{QUERY_TRACEPARENT}"
                 )));
             }
@@ -276,6 +291,11 @@ impl ExtensionOptions for QprofOptions {
                 HEARTBEAT_INTERVAL_MS,
                 self.heartbeat_interval_ms.to_string(),
                 "Time between samples of the executor's memory, in ms.",
+            ),
+            entry(
+                STACK_SAMPLE_HZ,
+                self.stack_sample_hz.to_string(),
+                "Native stack samples per second of CPU time, by operator (0: off).",
             ),
             entry(
                 RECORD_PLANS,

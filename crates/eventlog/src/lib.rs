@@ -29,6 +29,7 @@ mod flame_graph;
 mod layout;
 mod listener;
 mod live;
+mod pprof;
 mod profile_diff;
 mod profile_events;
 mod profile_json;
@@ -46,10 +47,12 @@ pub use codec::{Codec, encode_lz4_blocks};
 pub use layout::{APPSTATUS_PREFIX, LogSource, discover, discover_in};
 pub use listener::EventLogListener;
 pub use live::{LiveState, RunningQuery, ScanProgress, TraceExportJson};
+pub use pprof::pprof_profile;
 pub use profile_diff::{DEFAULT_REGRESSION_THRESHOLD_PERCENT, QueryDiff, diff_queries};
 pub use profile_events::{IdCounters, QueryRecord, running_query_events};
 pub use profile_json::{
-    FORMAT_VERSION, MemoryJson, ProfileJsonError, ProfilesDocument, QueryJson, ServedProfile,
+    FORMAT_VERSION, MemoryJson, ProfileJsonError, ProfilesDocument, QueryJson, SampledStackJson,
+    ServedProfile, StackSamplesJson,
 };
 pub use replay::{Replay, scan_info};
 pub use snapshot::{LogStamp, SNAPSHOT_VERSION, SnapshotError};

@@ -12,12 +12,13 @@ use std::marker::PhantomData;
 
 use qprof_core::advice::{Finding, advise};
 use qprof_core::executor_memory::MemorySample;
-use qprof_core::metric::spark_string_aggregated;
+use qprof_core::metric::{TaskRef, spark_string_aggregated};
 use qprof_core::planning::PlanningProfile;
 use qprof_core::profile::{
     FunctionProfile, NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskProfile,
 };
 use qprof_core::stable_id::stable_ids;
+use qprof_core::stacks::{SampledStack, StackSamples};
 use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -199,6 +200,88 @@ pub struct QueryJson {
     /// How planning went, phase by phase and rule by rule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub planning: Option<PlanningJson>,
+    /// The native stacks sampled while its operators ran, when sampling was on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_samples: Option<StackSamplesJson>,
+}
+
+/// A query's sampled native stacks: each function name once, each stack as positions in
+/// that table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StackSamplesJson {
+    /// CPU time one sample stands for (ns).
+    pub period_nanos: u64,
+    /// Function names; stacks refer to them by position.
+    pub functions: Vec<String>,
+    /// Each distinct stack of each operator task.
+    pub stacks: Vec<SampledStackJson>,
+}
+
+/// One distinct stack of one operator task and how many samples had it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SampledStackJson {
+    /// The operator's node id.
+    pub node_id: usize,
+    /// The task's stage, id and partition; absent for work the operator spawned outside
+    /// its partitions' tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<[u64; 3]>,
+    /// Samples with this stack.
+    pub count: u64,
+    /// Positions in `functions`, outermost call first.
+    pub frames: Vec<u32>,
+}
+
+impl From<&StackSamples> for StackSamplesJson {
+    fn from(s: &StackSamples) -> StackSamplesJson {
+        StackSamplesJson {
+            period_nanos: s.period_nanos,
+            functions: s.functions.clone(),
+            stacks: s
+                .stacks
+                .iter()
+                .map(|stack| SampledStackJson {
+                    node_id: stack.node_id,
+                    task: stack
+                        .task
+                        .map(|t| [u64::from(t.stage_id), t.task_id, u64::from(t.partition)]),
+                    count: stack.count,
+                    frames: stack.frames.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<&StackSamplesJson> for StackSamples {
+    fn from(s: &StackSamplesJson) -> StackSamples {
+        StackSamples {
+            period_nanos: s.period_nanos,
+            functions: s.functions.clone(),
+            stacks: s
+                .stacks
+                .iter()
+                .map(|stack| SampledStack {
+                    node_id: stack.node_id,
+                    task: stack.task.map(|[stage, task, partition]| TaskRef {
+                        stage_id: stage as u32,
+                        stage_attempt: 0,
+                        task_id: task,
+                        partition: partition as u32,
+                    }),
+                    count: stack.count,
+                    frames: stack
+                        .frames
+                        .iter()
+                        .copied()
+                        .filter(|&f| (f as usize) < s.functions.len())
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// A query's planning.
@@ -699,6 +782,7 @@ impl From<&QueryProfile> for QueryJson {
                 peak_bytes: pool.peak_bytes,
             }),
             planning: p.planning.as_ref().map(PlanningJson::from),
+            stack_samples: p.stack_samples.as_ref().map(StackSamplesJson::from),
         }
     }
 }

@@ -196,6 +196,7 @@ fn profile() -> QueryProfile {
         memory: Vec::new(),
         memory_pool: None,
         planning: None,
+        stack_samples: None,
     }
 }
 

@@ -119,5 +119,6 @@ pub fn sample() -> QueryProfile {
         memory: Vec::new(),
         memory_pool: None,
         planning: None,
+        stack_samples: None,
     }
 }

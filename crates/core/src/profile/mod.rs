@@ -283,6 +283,8 @@ pub struct QueryProfile {
     /// How planning went, phase by phase and rule by rule (`None` where it was not
     /// measured: a query planned elsewhere, or given as a plan).
     pub planning: Option<crate::planning::PlanningProfile>,
+    /// The native stacks sampled while its operators ran (`None`: sampling was off).
+    pub stack_samples: Option<crate::stacks::StackSamples>,
 }
 
 /// A memory pool's limit and the most it held while a query ran (with the reservations

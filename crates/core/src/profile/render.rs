@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use super::*;
 use crate::format;
+use crate::stacks::StackSamples;
 
 impl QueryProfile {
     /// Operators sorted by self CPU time, largest first.
@@ -44,7 +45,13 @@ impl QueryProfile {
         if let Some(planning) = &self.planning {
             let _ = writeln!(out, "{}", planning.summary_line());
         }
-        render_node(&self.plan, 0, total_self_cpu, &mut out);
+        render_node(
+            &self.plan,
+            0,
+            total_self_cpu,
+            self.stack_samples.as_ref(),
+            &mut out,
+        );
         if top > 0 {
             let _ = writeln!(out, "top operators by self cpu:");
             for node in self.top_by_self_cpu().into_iter().take(top) {
@@ -70,7 +77,13 @@ fn percent(part: i64, whole: i64) -> String {
     format!("{:.1}%", part as f64 * 100.0 / whole as f64)
 }
 
-fn render_node(node: &ProfileNode, depth: usize, total_self_cpu: i64, out: &mut String) {
+fn render_node(
+    node: &ProfileNode,
+    depth: usize,
+    total_self_cpu: i64,
+    stacks: Option<&StackSamples>,
+    out: &mut String,
+) {
     let indent = "  ".repeat(depth);
     let v = |name| node.value(name).unwrap_or(0);
     let stage = node
@@ -113,8 +126,29 @@ fn render_node(node: &ProfileNode, depth: usize, total_self_cpu: i64, out: &mut 
             f.mode,
         );
     }
+    if let Some(sampled) = stacks.and_then(|s| s.operator(node.id, 3)) {
+        let tops: Vec<String> = sampled
+            .top_functions
+            .iter()
+            .map(|(name, n)| {
+                format!(
+                    "{} {}",
+                    percent(*n as i64, sampled.samples as i64),
+                    short_function(name)
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "{indent}   stacks {} sample{} ~{}: {}",
+            format::integer(sampled.samples as i64),
+            if sampled.samples == 1 { "" } else { "s" },
+            format::human_nanos(sampled.sampled_nanos),
+            tops.join(", "),
+        );
+    }
     for child in &node.children {
-        render_node(child, depth + 1, total_self_cpu, out);
+        render_node(child, depth + 1, total_self_cpu, stacks, out);
     }
 }
 
@@ -311,5 +345,50 @@ fn truncate(s: &str, max_chars: usize) -> String {
         let mut t: String = s.chars().take(max_chars.saturating_sub(1)).collect();
         t.push('…');
         t
+    }
+}
+
+/// A function's name short enough for a line: generic arguments dropped, the last two
+/// path segments kept (`take::take_impl` for `arrow_select::take::take_impl::<T>`).
+pub(crate) fn short_function(name: &str) -> String {
+    // `<Type as Trait>::method`: the type's method
+    if name.starts_with('<') {
+        let mut depth = 0usize;
+        let close = name.char_indices().find_map(|(i, c)| {
+            match c {
+                '<' => depth += 1,
+                '>' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Some(i);
+                    }
+                }
+                _ => {}
+            }
+            None
+        });
+        if let Some(close) = close {
+            let inner = &name[1..close];
+            let self_type = inner.split(" as ").next().unwrap_or(inner);
+            return short_function(&format!("{self_type}{}", &name[close + 1..]));
+        }
+    }
+    let mut plain = String::with_capacity(name.len());
+    let mut depth = 0usize;
+    for c in name.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => plain.push(c),
+            _ => {}
+        }
+    }
+    let plain = plain.replace("::::", "::");
+    let plain = plain.trim_matches(':');
+    let segments: Vec<&str> = plain.split("::").filter(|s| !s.is_empty()).collect();
+    match segments.len() {
+        0 => truncate(name, 60),
+        1 => segments[0].to_string(),
+        n => format!("{}::{}", segments[n - 2], segments[n - 1]),
     }
 }

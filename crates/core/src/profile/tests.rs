@@ -104,3 +104,19 @@ fn iteration_is_pre_order_and_top_is_sorted() {
     let top: Vec<usize> = p.top_by_self_cpu().iter().map(|n| n.id).collect();
     assert_eq!(top, vec![2, 1, 0]);
 }
+
+#[test]
+fn function_names_shorten_to_their_last_two_segments() {
+    use super::render::short_function;
+    assert_eq!(
+        short_function("arrow_select::take::take_impl::<arrow_array::types::Int64Type>"),
+        "take::take_impl"
+    );
+    assert_eq!(
+        short_function(
+            "<datafusion_physical_plan::joins::hash_join::exec::HashJoinStream as futures_core::stream::Stream>::poll_next"
+        ),
+        "HashJoinStream::poll_next"
+    );
+    assert_eq!(short_function("memcpy"), "memcpy");
+}

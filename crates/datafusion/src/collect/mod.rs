@@ -210,6 +210,7 @@ pub(crate) fn collect_profile(
         stages,
         memory_pool: None,
         planning: None,
+        stack_samples: None,
     }
 }
 

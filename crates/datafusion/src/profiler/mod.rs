@@ -39,6 +39,7 @@ use qprof_core::counters::OperatorTaskCounters;
 use qprof_core::events::{AppEnd, AppInfo, Event, EventBus, Listener, ListenerFailure};
 use qprof_core::executor_memory::MemorySample;
 use qprof_core::profile::QueryProfile;
+use qprof_core::stacks::SamplingSession;
 
 use crate::collect::{PlanReadings, QueryInfo, RunIds, collect_profile, read_plan};
 use crate::executor_memory::{DEFAULT_HEARTBEAT, MemoryMonitor};
@@ -471,6 +472,13 @@ impl Profiler {
             && let Some(attributing) = attributing
         {
             attributing.restart_high_water();
+        }
+        let hz = QprofOptions::of(task_ctx.session_config().options()).stack_sample_hz;
+        if hz > 0 && started.sampling.is_none() {
+            match SamplingSession::start(hz) {
+                Ok(session) => started.sampling = Some(session),
+                Err(e) => started.sampling_error = Some(e.to_string()),
+            }
         }
         running.push(RunningQuery {
             id: started.id,

@@ -19,6 +19,8 @@ use crate::collect::{QueryInfo, collect_profile};
 use crate::memory::AttributingPool;
 use crate::options::QprofOptions;
 use crate::planning::PlanningRecorder;
+use crate::stack_samples::take_stack_samples;
+use qprof_core::stacks::SamplingSession;
 
 use super::{ProfileError, ProfiledQuery, Profiler, QueryFailure, QueryStream, app_info};
 use crate::text::{describe_sql, plan_text};
@@ -145,6 +147,8 @@ impl Profiler {
             pool: None,
             planning: None,
             trace_parent: crate::trace_context::current(),
+            sampling: None,
+            sampling_error: None,
         };
         self.shared.bus.post(&Event::QueryStart(QueryStart {
             id,
@@ -222,6 +226,15 @@ impl Profiler {
                     .downcast_ref::<AttributingPool>()
                     .map_or(0, |p| p.high_water() as u64),
             });
+            if let Some(session) = &started.sampling {
+                profile.stack_samples = Some(take_stack_samples(session, plan, &profile));
+            }
+            if let Some(error) = &started.sampling_error {
+                profile
+                    .plan
+                    .info
+                    .push(("warning".to_string(), error.clone()));
+            }
             if !self.shared.spawned_work_attributed {
                 profile.plan.info.push((
                     "warning".to_string(),
@@ -331,4 +344,8 @@ pub(super) struct Started {
     pub(super) planning: Option<PlanningProfile>,
     /// The span it runs under, if its caller gave one.
     pub(super) trace_parent: Option<TraceParent>,
+    /// Its share of the process's stack sampler, while it runs, if its session samples.
+    pub(super) sampling: Option<SamplingSession>,
+    /// Why its session's stack sampling could not start.
+    pub(super) sampling_error: Option<String>,
 }

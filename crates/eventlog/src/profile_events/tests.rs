@@ -72,6 +72,7 @@ fn a_task_end_is_written_as_spark_writes_it() {
         memory: Vec::new(),
         memory_pool: None,
         planning: None,
+        stack_samples: None,
     };
     let record = QueryRecord {
         description: "q".to_string(),

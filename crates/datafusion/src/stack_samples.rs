@@ -1,0 +1,67 @@
+//! A query's sampled stacks: the samples of every task of every wrapped operator, taken
+//! from the process's sampler when the query ends.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::physical_plan::ExecutionPlan;
+use qprof_core::metric::TaskRef;
+use qprof_core::profile::QueryProfile;
+use qprof_core::stacks::{SampleKey, SamplingSession, StackSamples};
+
+use crate::exec::ProfiledExec;
+
+/// Takes from `session` the samples of `plan`'s operator tasks, each named by the task the
+/// profile gave its partition (work an operator spawned outside its partitions has none).
+pub(crate) fn take_stack_samples(
+    session: &SamplingSession,
+    plan: &Arc<dyn ExecutionPlan>,
+    profile: &QueryProfile,
+) -> StackSamples {
+    let stage_of: HashMap<usize, u32> = profile
+        .plan
+        .iter()
+        .filter_map(|node| Some((node.id, node.stage_id?)))
+        .collect();
+    let task_of: HashMap<(u32, u32), TaskRef> = profile
+        .stages
+        .iter()
+        .flat_map(|stage| {
+            stage.tasks.iter().map(move |task| {
+                (
+                    (stage.id, task.partition),
+                    TaskRef {
+                        stage_id: stage.id,
+                        stage_attempt: 0,
+                        task_id: task.task_id,
+                        partition: task.partition,
+                    },
+                )
+            })
+        })
+        .collect();
+    let mut keys: Vec<(SampleKey, usize, Option<TaskRef>)> = Vec::new();
+    let mut pending = vec![plan];
+    while let Some(plan) = pending.pop() {
+        if let Some(exec) = ProfiledExec::of(plan.as_ref()) {
+            let node = exec.node_id();
+            let stage = stage_of.get(&node).copied();
+            for (partition, task) in exec.task_counters() {
+                let task_ref = stage.and_then(|s| task_of.get(&(s, partition as u32)).copied());
+                keys.push((task.sample_key(), node, task_ref));
+            }
+            keys.push((exec.counters().spawned.sample_key(), node, None));
+        }
+        pending.extend(plan.children());
+    }
+    StackSamples::take(session, &keys, is_operator_entry)
+}
+
+/// Whether `function` is a frame through which qprof calls into an operator's own code
+/// (a wrapped stream's poll or drop, an operator's `execute`, a spawned task's poll): what
+/// runs below it, up to the next such frame, is that operator's. Each is reached through a
+/// trait object, so it is never inlined and keeps its full name.
+fn is_operator_entry(function: &str) -> bool {
+    function.contains("qprof_datafusion::exec::Profiled")
+        || function.contains("qprof_datafusion::spawn::")
+}
