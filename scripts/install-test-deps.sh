@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs besides Rust: Debian's Chromium (web UI tests), Java 17,
-# Debian's Prometheus 2.42 (scrapes qprof's /metrics in tests)
+# Debian's Prometheus 2.42 (scrapes qprof's /metrics in tests), Debian's Go 1.19 (its `go tool
+# pprof` reads the pprof files qprof writes)
 # and a Python virtualenv with spark-history-cli 1.5.0 and pyspark 4.3.0 (client and Spark
 # history server compatibility tests), moto's S3 server 5.1.22 (tables on s3://) and
 # prometheus_client 0.21.1 (its parser checks /metrics), opentelemetry-proto 1.45.2 with
@@ -17,6 +18,7 @@ PACKAGES=()
 command -v chromium >/dev/null 2>&1 || PACKAGES+=(chromium)
 command -v java >/dev/null 2>&1 || PACKAGES+=(openjdk-17-jre-headless)
 command -v prometheus >/dev/null 2>&1 || PACKAGES+=(prometheus)
+command -v go >/dev/null 2>&1 || PACKAGES+=(golang-go)
 if [ "${#PACKAGES[@]}" -gt 0 ]; then
     echo "== installing ${PACKAGES[*]} (Debian packages)"
     SUDO=""

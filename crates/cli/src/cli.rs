@@ -221,7 +221,7 @@ pub(crate) struct ExecOptions {
     /// Sample the native stacks this many times per second of CPU time (99 is a sensible
     /// rate), by operator: each profile lists its operators' hottest functions and keeps
     /// their stacks (qprof.runtime.stack_sample_hz).
-    #[arg(long, value_name = "HZ", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    #[arg(long, value_name = "HZ", value_parser = clap::value_parser!(u32).range(1..=250))]
     pub sample_stacks: Option<u32>,
     /// Write the sampled stacks of all queries as a pprof profile to this file (for `go
     /// tool pprof`, speedscope, Pyroscope), each sample labelled with its query, operator
@@ -392,7 +392,7 @@ pub(crate) struct OverheadArgs {
     /// The profiled side also samples native stacks this many times per second of CPU
     /// time (qprof.runtime.stack_sample_hz).
     #[arg(long, value_name = "HZ", conflicts_with = "cluster",
-          value_parser = clap::value_parser!(u32).range(1..=1000))]
+          value_parser = clap::value_parser!(u32).range(1..=250))]
     pub sample_stacks: Option<u32>,
     #[command(flatten)]
     pub functions: FunctionTracking,

@@ -9,7 +9,7 @@
 //! | `qprof.expression.adaptive_cpu_sampling_max_overhead_pct` | `1.0` | overhead budget of sampling, % of a function's time |
 //! | `qprof.runtime.counter_update_period_ms` | `500` | period of the updater that samples periodic counters (read concurrency, throughput), 1 to 60000 |
 //! | `qprof.runtime.heartbeat_interval_ms` | `1000` | time between samples of the executor's memory, 1 to 600000 (rounded up to whole updater periods) |
-//! | `qprof.runtime.stack_sample_hz` | `0` | sample each query's native stacks this many times per second of CPU time, by operator (0: off; 99 is a sensible rate; at most 1000) |
+//! | `qprof.runtime.stack_sample_hz` | `0` | sample each query's native stacks this many times per second of CPU time, by operator (0: off; 99 is a sensible rate; at most 250, the kernel's usual tick) |
 //! | `qprof.planning.record_plans` | `false` | keep the plan before and after each rule call that changed it (the first 8 per rule), in the profile's planning |
 //! | `qprof.query.text` | empty | the SQL text of the session's next queries, for their profiles: a client that sends plans (to a cluster) sets it before each query, else a profile shows the logical plan |
 //! | `qprof.query.traceparent` | empty | the W3C `traceparent` of the span the session's next queries run under, for a client that sends plans (to a cluster) |
@@ -178,7 +178,7 @@ impl QprofOptions {
             STACK_SAMPLE_HZ => {
                 self.stack_sample_hz = match value.parse::<u32>() {
                     Ok(hz) if hz <= qprof_core::stacks::MAX_HZ => hz,
-                    _ => return Err(invalid(key, value, "samples per second in [0, 1000]")),
+                    _ => return Err(invalid(key, value, "samples per second in [0, 250]")),
                 };
             }
             RECORD_PLANS => self.record_plans = parse_bool(key, value)?,

@@ -3,6 +3,7 @@
 mod bad_input;
 mod insights;
 mod sql;
+mod stacks;
 mod tpch;
 
 use std::ops::Deref;

@@ -16,6 +16,8 @@ use std::sync::{Condvar, LazyLock, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::clock::process_cpu_nanos;
+
 /// Frames kept of one stack, leaf first; deeper stacks lose their outermost frames.
 pub(crate) const MAX_DEPTH: usize = 128;
 /// Slots of the ring; the drain thread empties it ten times a second, so it holds ten
@@ -26,8 +28,10 @@ const SLOTS: usize = 2048;
 const MAX_HELD_STACKS: usize = 1 << 20;
 /// How often the drain thread empties the ring.
 const DRAIN_EVERY: Duration = Duration::from_millis(100);
-/// The highest rate the sampler takes: the kernel checks CPU timers at its tick.
-pub const MAX_HZ: u32 = 1000;
+/// The highest rate the sampler takes. The kernel checks CPU timers at its tick (100 to
+/// 1000 Hz, 250 on most distributions' kernels) and sends at most one signal a tick:
+/// faster rates take few more samples, each at the cost of an unwinding.
+pub const MAX_HZ: u32 = 250;
 
 const EMPTY: u8 = 0;
 const WRITING: u8 = 1;
@@ -73,6 +77,8 @@ static RING: OnceLock<Box<[Slot]>> = OnceLock::new();
 static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 static LOST: AtomicU64 = AtomicU64::new(0);
+/// Samples published since the process started, attributed or not.
+static RECORDED: AtomicU64 = AtomicU64::new(0);
 
 /// A distinct stack (return addresses, leaf first) and how many samples had it.
 pub type AddressStack = (Box<[usize]>, u64);
@@ -153,6 +159,10 @@ fn state() -> MutexGuard<'static, State> {
 #[derive(Debug)]
 pub struct SamplingSession {
     hz: u32,
+    /// The process's CPU time and samples taken when the session opened: the CPU time a
+    /// sample stands for is measured over the session, not assumed from the rate.
+    start_cpu_nanos: u64,
+    start_samples: u64,
 }
 
 impl SamplingSession {
@@ -188,7 +198,11 @@ impl SamplingSession {
             );
         }
         state.sessions += 1;
-        Ok(SamplingSession { hz: state.hz })
+        Ok(SamplingSession {
+            hz: state.hz,
+            start_cpu_nanos: process_cpu_nanos(),
+            start_samples: RECORDED.load(Ordering::Relaxed),
+        })
     }
 
     /// Samples per second of CPU time.
@@ -196,8 +210,26 @@ impl SamplingSession {
         self.hz
     }
 
-    /// CPU time one sample stands for, in nanoseconds.
+    /// CPU time one sample stands for, in nanoseconds: the process's CPU time since the
+    /// session opened over the samples taken since (of every thread), once there are any,
+    /// else the rate's period. The kernel checks CPU timers at its tick and sends at most
+    /// one signal a tick, so at rates near the tick a sample stands for more than the
+    /// rate's period, and for how much more varies with the machine: measuring it keeps
+    /// sampled times exact on average at any rate.
     pub fn period_nanos(&self) -> u64 {
+        let samples = RECORDED
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.start_samples);
+        let cpu = process_cpu_nanos().saturating_sub(self.start_cpu_nanos);
+        if samples == 0 || cpu == 0 {
+            self.nominal_period_nanos()
+        } else {
+            cpu / samples
+        }
+    }
+
+    /// The rate's period: the CPU time between two samples the timer asks for.
+    pub fn nominal_period_nanos(&self) -> u64 {
         1_000_000_000 / u64::from(self.hz)
     }
 
@@ -326,6 +358,7 @@ fn record(pc: usize) {
     slot.pc.store(pc, Ordering::Relaxed);
     slot.depth.store(depth, Ordering::Relaxed);
     slot.state.store(READY, Ordering::Release);
+    RECORDED.fetch_add(1, Ordering::Relaxed);
 }
 
 #[cfg(target_os = "linux")]

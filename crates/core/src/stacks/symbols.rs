@@ -67,15 +67,26 @@ pub(crate) fn module_of(file: &Path) -> Option<String> {
             _ => None,
         })
         .collect();
-    let src = parts.iter().rposition(|p| *p == "src")?;
-    let package = *parts.get(src.checked_sub(1)?)?;
-    let in_workspace = src >= 2 && parts[src - 2] == "crates";
-    let package = if in_workspace {
-        format!("qprof_{package}")
-    } else {
-        without_version(package).replace('-', "_")
+    // a package's library or binary under `src`; a test, example or benchmark is a crate
+    // of its own, named after its file (or directory)
+    let (src, mut module) = match parts.iter().rposition(|p| *p == "src") {
+        Some(src) => {
+            let package = *parts.get(src.checked_sub(1)?)?;
+            let in_workspace = src >= 2 && parts[src - 2] == "crates";
+            let package = if in_workspace {
+                format!("qprof_{package}")
+            } else {
+                without_version(package).replace('-', "_")
+            };
+            (src, vec![package])
+        }
+        None => (
+            parts
+                .iter()
+                .rposition(|p| matches!(*p, "tests" | "examples" | "benches"))?,
+            Vec::new(),
+        ),
     };
-    let mut module = vec![package];
     let under = &parts[src + 1..];
     for (i, part) in under.iter().enumerate() {
         if i + 1 == under.len() {
@@ -87,7 +98,7 @@ pub(crate) fn module_of(file: &Path) -> Option<String> {
             module.push((*part).to_string());
         }
     }
-    Some(module.join("::"))
+    (!module.is_empty()).then(|| module.join("::"))
 }
 
 /// A package directory's name without its version: `arrow-select-59.0.0` is `arrow-select`.
@@ -182,6 +193,14 @@ mod tests {
         assert_eq!(
             module("/x/datafusion-physical-plan-55.2.0/src/joins/hash_join/exec.rs"),
             Some("datafusion_physical_plan::joins::hash_join::exec".to_string())
+        );
+        assert_eq!(
+            module("crates/datafusion/tests/stacks.rs"),
+            Some("stacks".to_string())
+        );
+        assert_eq!(
+            module("crates/cli/tests/cli/main.rs"),
+            Some("cli".to_string())
         );
         assert_eq!(module("/usr/include/string.h"), None);
     }

@@ -41,7 +41,7 @@ fn a_rate_outside_the_range_is_refused() {
 
 #[test]
 fn samples_name_the_operator_task_and_the_function_running_in_it() {
-    let session = SamplingSession::start(997).expect("the sampler starts");
+    let session = SamplingSession::start(MAX_HZ).expect("the sampler starts");
     let busy = Arc::new(OperatorTaskCounters::new());
     let idle = Arc::new(OperatorTaskCounters::new());
     let tasks = [
@@ -61,7 +61,14 @@ fn samples_name_the_operator_task_and_the_function_running_in_it() {
             name.ends_with("samples_name_the_operator_task_and_the_function_running_in_it")
         }));
     }
-    assert_eq!(taken.period_nanos, 1_000_000_000 / 997);
+    // the kernel may send fewer signals than asked (never more): a sample stands for at
+    // least about the rate's period
+    let nominal = session.nominal_period_nanos();
+    assert!(
+        taken.period_nanos * 5 >= nominal * 4,
+        "a sample stands for {} ns, the rate's period is {nominal} ns",
+        taken.period_nanos
+    );
     assert!(
         taken
             .stacks
