@@ -397,3 +397,105 @@ fn the_query_page_draws_its_tasks_and_flame_graph_and_two_runs_compare() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn an_operators_sampled_stacks_draw_as_its_own_flame_graph() {
+    let dir = temp_dir("ui-stacks");
+    let events = dir.join("events");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_qprof"))
+        .args([
+            "sql",
+            "SELECT sum(value % 7) AS s FROM generate_series(1, 200000000)",
+            "--sample-stacks",
+            "250",
+            "--partitions",
+            "1",
+            "--top",
+            "0",
+            "--event-log-dir",
+        ])
+        .arg(&events)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let server = Server::start(&events);
+    let app = first_app(&server);
+    let profile = json(
+        &server,
+        &format!("/qprof/v1/applications/{app}/sql/0/profile"),
+    );
+    // the operator with the most samples
+    let mut counts = std::collections::BTreeMap::new();
+    for stack in profile["query"]["stackSamples"]["stacks"]
+        .as_array()
+        .expect("the log carries the stacks")
+    {
+        *counts
+            .entry(stack["nodeId"].as_u64().unwrap())
+            .or_insert(0u64) += stack["count"].as_u64().unwrap();
+    }
+    let (&hottest, &samples) = counts.iter().max_by_key(|(_, c)| **c).unwrap();
+    assert!(samples >= 20, "{counts:?}");
+
+    // its panel on the query page holds its flame graph
+    let dom = chromium(
+        &["--dump-dom"],
+        &format!("{}/#/app/{app}/sql/0?node={hottest}", server.url),
+    );
+    let html = String::from_utf8_lossy(&dom.stdout);
+    assert!(html.contains("data-ready=\"1\""), "never rendered");
+    let svg_path = format!("qprof/v1/applications/{app}/sql/0/operators/{hottest}/flamegraph.svg");
+    assert!(
+        html.contains("id=\"operator-stacks\"") && html.contains(&format!("data=\"{svg_path}\"")),
+        "no sampled stacks in the operator's panel"
+    );
+    assert!(
+        html.contains(&format!("Sampled stacks: {samples} samples")),
+        "{html}"
+    );
+
+    // drawn by Chromium: real frames of the engine, not blank
+    let svg_url = format!("{}/{svg_path}", server.url);
+    let dom = chromium(&["--dump-dom"], &svg_url);
+    let svg = String::from_utf8_lossy(&dom.stdout);
+    assert!(svg.contains("<svg"), "not an SVG document:\n{svg}");
+    assert!(
+        svg.contains("datafusion") || svg.contains("arrow"),
+        "no engine frame in the operator's flame graph"
+    );
+    let shot = dir.join("stacks.png");
+    chromium(&[&format!("--screenshot={}", shot.display())], &svg_url);
+    let (_, _, drawn, colours) = screenshot_stats(&shot);
+    assert!(
+        drawn > 0.05 && colours > 8,
+        "the operator's flame graph is nearly blank ({drawn:.3} drawn, {colours} colours)"
+    );
+    // the query's flame graph expands the operator into the same functions
+    let query_svg = String::from_utf8_lossy(
+        &chromium(
+            &["--dump-dom"],
+            &format!(
+                "{}/qprof/v1/applications/{app}/sql/0/flamegraph.svg",
+                server.url
+            ),
+        )
+        .stdout,
+    )
+    .into_owned();
+    assert!(
+        query_svg.contains("generate_series"),
+        "no sampled frame in the query's flame graph"
+    );
+    // an operator without samples has none: 404
+    let (status, _) = common::http_get(
+        server.port(),
+        &format!("/qprof/v1/applications/{app}/sql/0/operators/999/flamegraph.svg"),
+    )
+    .unwrap();
+    assert_eq!(status, 404);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

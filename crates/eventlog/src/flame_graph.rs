@@ -4,9 +4,15 @@
 //!
 //! An operator's own frame holds its self CPU less the time of the functions it
 //! evaluated, which sit above it as their own frames; so each frame's width is time spent
-//! in it and in nothing below it in the plan.
+//! in it and in nothing below it in the plan. Where the query's native stacks were
+//! sampled, an operator's self CPU is spread instead over the stacks its samples had, in
+//! proportion to their counts: the operator's frame expands into the functions that ran.
+//!
+//! An operator's own flame graph draws its sampled stacks alone, in samples.
 
 use qprof_core::profile::names;
+
+use qprof_core::stacks::StackSamples;
 
 use crate::profile_json::{NodeJson, QueryJson};
 
@@ -16,6 +22,15 @@ pub(crate) enum FlameGraphError {
     /// The query has no CPU time to draw (e.g. it failed before any operator ran).
     #[error("query {0} has no operator CPU time to draw")]
     Empty(usize),
+    /// The operator has no sampled stacks (sampling was off, or it never ran on a CPU
+    /// when a sample was taken).
+    #[error("operator #{node} of query {query} has no sampled stacks")]
+    NoSamples {
+        /// The query.
+        query: usize,
+        /// The operator.
+        node: usize,
+    },
     /// inferno could not draw the stacks.
     #[error("cannot draw the flame graph: {0}")]
     Draw(#[from] std::io::Error),
@@ -29,6 +44,7 @@ const MAX_LABEL_CHARS: usize = 90;
 pub(crate) fn folded_stacks(query: &QueryJson) -> Vec<String> {
     let mut lines = Vec::new();
     let root = format!("query {}", query.id);
+    let samples = query.stack_samples.as_ref().map(StackSamples::from);
     for node in query.plan.iter() {
         let stage = node
             .stage_id
@@ -46,6 +62,22 @@ pub(crate) fn folded_stacks(query: &QueryJson) -> Vec<String> {
             .metrics
             .get(names::SELF_CPU_NANOS)
             .map_or(0, |m| m.value.max(0) as u64);
+        let stacks = samples
+            .as_ref()
+            .map(|s| s.folded(Some(node.id), |_| String::new()))
+            .unwrap_or_default();
+        let sampled: u64 = stacks.iter().map(|(_, count)| count).sum();
+        if sampled > 0 {
+            // the functions the operator evaluated are in its stacks
+            for (stack, count) in &stacks {
+                let share = u128::from(self_cpu) * u128::from(*count) / u128::from(sampled);
+                if let Some(micros) = micros(share as u64) {
+                    let frames: Vec<String> = stack.split(';').map(label).collect();
+                    lines.push(format!("{operator};{} {micros}", frames.join(";")));
+                }
+            }
+            continue;
+        }
         if let Some(micros) = micros(self_cpu.saturating_sub(functions_nanos)) {
             lines.push(format!("{operator} {micros}"));
         }
@@ -78,6 +110,54 @@ pub(crate) fn flame_graph_svg(query: &QueryJson) -> Result<String, FlameGraphErr
     options.deterministic = true;
     // a narrow frame keeps the start of its name: the operator, not its id
     options.text_truncate_direction = inferno::flamegraph::TextTruncateDirection::Right;
+    let mut svg = Vec::new();
+    inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)?;
+    Ok(String::from_utf8_lossy(&svg).into_owned())
+}
+
+/// Operator `node_id`'s sampled stacks as a standalone SVG flame graph, in samples.
+pub(crate) fn operator_flame_graph_svg(
+    query: &QueryJson,
+    node_id: usize,
+) -> Result<String, FlameGraphError> {
+    let no_samples = || FlameGraphError::NoSamples {
+        query: query.id,
+        node: node_id,
+    };
+    let samples = StackSamples::from(query.stack_samples.as_ref().ok_or_else(no_samples)?);
+    let lines: Vec<String> = samples
+        .folded(Some(node_id), |_| String::new())
+        .into_iter()
+        .map(|(stack, count)| {
+            let frames: Vec<String> = stack.split(';').map(label).collect();
+            format!("{} {count}", frames.join(";"))
+        })
+        .collect();
+    if lines.is_empty() {
+        return Err(no_samples());
+    }
+    let operator = query
+        .plan
+        .iter()
+        .find(|n| n.id == node_id)
+        .map_or_else(|| format!("#{node_id}"), operator_label);
+    let total: u64 = samples
+        .stacks
+        .iter()
+        .filter(|s| s.node_id == node_id)
+        .map(|s| s.count)
+        .sum();
+    let mut options = inferno::flamegraph::Options::default();
+    options.title = format!("Query {}, {operator}: sampled stacks", query.id);
+    options.subtitle = Some(format!(
+        "{total} samples, ~{} of CPU",
+        qprof_core::format::human_nanos(total.saturating_mul(samples.period_nanos))
+    ));
+    options.count_name = "samples".to_string();
+    options.name_type = "Function:".to_string();
+    options.hash = true;
+    options.deterministic = true;
+    options.text_truncate_direction = inferno::flamegraph::TextTruncateDirection::Left;
     let mut svg = Vec::new();
     inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)?;
     Ok(String::from_utf8_lossy(&svg).into_owned())

@@ -433,6 +433,22 @@ pub(crate) fn qprof_v1(store: &LogStore, segments: &[&str], params: &Params) -> 
                 id_segment(exec, "query execution id")?,
             )?))
         }
+        [
+            "applications",
+            id,
+            "sql",
+            exec,
+            "operators",
+            node,
+            "flamegraph.svg",
+        ] => {
+            let replay = first_attempt_replay(store, id)?;
+            Ok(Answer::Svg(rest::qprof_operator_flame_graph(
+                replay.state(),
+                id_segment(exec, "query execution id")?,
+                id_segment(node, "operator id")? as usize,
+            )?))
+        }
         ["applications", id, "skipped"] => {
             let replay = first_attempt_replay(store, id)?;
             let s = replay.state().skipped;

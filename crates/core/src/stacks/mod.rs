@@ -220,14 +220,15 @@ impl StackSamples {
         })
     }
 
-    /// The samples as folded stacks (`outer;…;inner count`, one line per distinct stack),
-    /// the input of a flame graph: of operator `node_id` only, or of all with each stack
-    /// under a frame naming its operator (`operator_label` gives the name).
+    /// The samples as folded stacks (`outer;…;inner`, `;` in names replaced by `:`) with
+    /// their counts, one per distinct stack, sorted: of operator `node_id` only, or of all
+    /// with each stack under a frame naming its operator (`operator_label` gives the name).
+    /// The input of a flame graph.
     pub fn folded(
         &self,
         node_id: Option<usize>,
         operator_label: impl Fn(usize) -> String,
-    ) -> Vec<String> {
+    ) -> Vec<(String, u64)> {
         let mut merged: HashMap<String, u64> = HashMap::new();
         for stack in &self.stacks {
             if node_id.is_some_and(|n| n != stack.node_id) {
@@ -245,10 +246,7 @@ impl StackSamples {
             }
             *merged.entry(line).or_default() += stack.count;
         }
-        let mut lines: Vec<String> = merged
-            .into_iter()
-            .map(|(stack, count)| format!("{stack} {count}"))
-            .collect();
+        let mut lines: Vec<(String, u64)> = merged.into_iter().collect();
         lines.sort();
         lines
     }

@@ -115,9 +115,6 @@ fn samples_name_the_operator_task_and_the_function_running_in_it() {
     assert_eq!(operator.sampled_nanos, total * taken.period_nanos);
     assert!(taken.operator(4, 3).is_none());
     let folded = taken.folded(Some(3), |n| format!("op {n}"));
-    let folded_total: u64 = folded
-        .iter()
-        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
-        .sum();
+    let folded_total: u64 = folded.iter().map(|(_, count)| count).sum();
     assert_eq!(folded_total, total);
 }

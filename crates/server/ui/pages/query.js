@@ -71,7 +71,28 @@
     return out;
   }
 
-  function nodeDetails(n, prof, heat, descriptions) {
+  // Samples per operator of the query's sampled stacks, and the CPU time one stands for.
+  function sampledStacks(profile) {
+    const stacks = profile && profile.stackSamples;
+    const counts = new Map();
+    if (!stacks || !Array.isArray(stacks.stacks)) return { counts, periodNanos: 0 };
+    for (const s of stacks.stacks) counts.set(s.nodeId, (counts.get(s.nodeId) || 0) + (s.count || 0));
+    return { counts, periodNanos: stacks.periodNanos || 0 };
+  }
+
+  // An operator's sampled stacks: how many, and their flame graph.
+  function operatorStacks(app, id, n, sampled) {
+    const count = sampled.counts.get(n.nodeId) || 0;
+    if (!count) return null;
+    const url = `${QPROF}/${enc(app)}/sql/${enc(id)}/operators/${enc(n.nodeId)}/flamegraph.svg`;
+    return h('div', { class: 'operator-stacks', id: 'operator-stacks' },
+      h('div', { class: 'legend' },
+        h('strong', null, `Sampled stacks: ${fmtInt(count)} samples, ~${fmtNs(count * sampled.periodNanos)} of CPU. `),
+        h('a', { href: url, target: '_blank', id: 'operator-flame-graph-link' }, 'Open on its own')),
+      h('object', { data: url, type: 'image/svg+xml', class: 'flame-graph operator-flame-graph' }, 'Sampled stacks'));
+  }
+
+  function nodeDetails(n, prof, heat, descriptions, stacks) {
     if (!n) return [h('p', { class: 'muted' }, 'Click an operator in the plan to see its metrics.')];
     const share = heat.share.get(n.nodeId);
     const out = [];
@@ -109,6 +130,7 @@
     if (prof && prof.info && Object.keys(prof.info).length) {
       out.push(facts(Object.entries(prof.info).map(([k, v]) => [k, typeof v === 'object' ? JSON.stringify(v) : String(v)])));
     }
+    if (stacks) out.push(stacks);
     if (!out.slice(1).length) out.push(h('p', { class: 'muted' }, 'No metrics.'));
     return out;
   }
@@ -128,6 +150,7 @@
     const profile = prof.value ? unwrapProfile(prof.value, id) : null;
     const profNote = prof.error && prof.error.status !== 404 ? `qprof profile unavailable: ${prof.error.message}` : null;
     const profMap = profile ? flattenPlan(profile.plan) : new Map();
+    const sampled = sampledStacks(profile);
 
     let nodes = Array.isArray(sql.nodes) ? sql.nodes : [];
     let edges = Array.isArray(sql.edges) ? sql.edges : [];
@@ -139,7 +162,9 @@
     let dag = null;
     const onSelect = (nid) => {
       if (dag) dag.select(nid);
-      details.replaceChildren(...nodeDetails(byId.get(nid), profMap.get(nid), heat, descriptions));
+      const node = byId.get(nid);
+      details.replaceChildren(...nodeDetails(node, profMap.get(nid), heat, descriptions,
+        node ? operatorStacks(app, id, node, sampled) : null));
     };
     let graphEl;
     try {
@@ -216,7 +241,9 @@
     const flameUrl = `${QPROF}/${enc(app)}/sql/${enc(id)}/flamegraph.svg`;
     const flameGraph = profile ? card('Flame graph', { id: 'flame-graph' },
       h('div', { class: 'legend' },
-        h('span', { class: 'muted' }, 'Self CPU by stage, operator and function; click a frame to zoom, Ctrl-F to search. '),
+        h('span', { class: 'muted' }, sampled.counts.size
+          ? 'Self CPU by stage, operator and the functions its sampled stacks ran; click a frame to zoom, Ctrl-F to search. '
+          : 'Self CPU by stage, operator and function; click a frame to zoom, Ctrl-F to search. '),
         h('a', { href: flameUrl, target: '_blank', id: 'flame-graph-link' }, 'Open on its own')),
       h('object', { data: flameUrl, type: 'image/svg+xml', class: 'flame-graph' }, 'Flame graph')) : null;
     const compareHref = `#/compare?before=${enc(`${app}:${id}`)}`;
