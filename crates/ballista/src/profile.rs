@@ -312,6 +312,7 @@ impl Builder<'_> {
             info,
             functions,
             task_spans,
+            estimate: None,
             children,
         }
     }

@@ -127,6 +127,7 @@ fn named_from_the_wire(plan: &Arc<dyn ExecutionPlan>, readings: &PlanReadings) -
         info: Vec::new(),
         functions: decoded.functions.iter().map(|f| f.profile()).collect(),
         task_spans: Vec::new(),
+        estimate: None,
         children: plan
             .children()
             .into_iter()

@@ -111,6 +111,23 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
     );
     report(&queries, &plain_times, &profiled_times);
     let elapsed = bench_start.elapsed().as_secs_f64();
+    if args.sample_stacks.is_some() {
+        let cost = qprof_core::stacks::SamplingSession::cost();
+        let profiled_cpu: f64 = profiled_times
+            .iter()
+            .flatten()
+            .map(|c| c.cpu.as_secs_f64())
+            .sum();
+        let share = |nanos: u64| nanos as f64 / 1e9 * 100.0 / profiled_cpu.max(1e-9);
+        println!(
+            "stack sampler: {} samples, {:.1} µs each in the signal handler ({:.3}% of the profiled side's CPU); resolving names {:.2} ms ({:.3}%)",
+            cost.samples,
+            cost.handler_nanos as f64 / 1e3 / cost.samples.max(1) as f64,
+            share(cost.handler_nanos),
+            cost.resolving_nanos as f64 / 1e6,
+            share(cost.resolving_nanos),
+        );
+    }
     let updater = (updater_cpu().saturating_sub(updater_cpu_before)) as f64 / 1e9;
     println!(
         "periodic updater thread: {:.2} ms cpu in {elapsed:.1} s ({:.4}% of one core)",

@@ -8,6 +8,7 @@ use datafusion::execution::runtime_env::RuntimeEnv;
 use qprof_core::catalog::Tally;
 use qprof_core::counters::{MemoryTracker, OperatorTaskCounters};
 use qprof_core::phases::JoinPhase;
+use qprof_core::profile::Estimate;
 
 use crate::executor_memory::MemoryMonitor;
 use crate::joins::JoinShape;
@@ -122,6 +123,8 @@ pub(crate) struct OperatorCounters {
     pub(crate) waits_tally: OnceLock<Tally>,
     /// Whether its tasks measure their consumers' CPU time between batches.
     pub(crate) measures_consumer_cpu: AtomicBool,
+    /// What the engine's statistics said it would produce, as the plan left planning.
+    pub(crate) estimate: OnceLock<Estimate>,
 }
 
 impl OperatorCounters {
@@ -143,6 +146,7 @@ impl OperatorCounters {
             runtime: OnceLock::new(),
             waits_tally: OnceLock::new(),
             measures_consumer_cpu: AtomicBool::new(false),
+            estimate: OnceLock::new(),
         }
     }
 

@@ -7,6 +7,7 @@
 //! identity through plan rewrites.
 
 use std::any::Any;
+use std::cell::Cell;
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::pin::Pin;
@@ -39,7 +40,7 @@ use datafusion::physical_plan::{
 use futures::{Stream, StreamExt};
 use qprof_core::attribution;
 use qprof_core::catalog::{self, Tally};
-use qprof_core::clock::{SystemClock, epoch_micros};
+use qprof_core::clock::{ClockSource, SystemClock, epoch_micros};
 use qprof_core::counters::OperatorTaskCounters;
 use qprof_core::io::IoCounters;
 use qprof_core::periodic::PeriodicUpdater;
@@ -282,6 +283,8 @@ impl ExecutionPlan for ProfiledExec {
             task,
             feeds,
             meters,
+            has_input: !self.inner.children().is_empty(),
+            pending_since: None,
         }))
     }
 
@@ -395,6 +398,22 @@ struct JoinFeed {
 }
 
 const PENDING_POLLS: Tally = Tally::of(&catalog::PENDING_POLLS);
+const INPUT_WAIT: Tally = Tally::of(&catalog::INPUT_WAIT_NANOS);
+
+thread_local! {
+    /// Whether a wrapped stream returned pending on this thread since the flag was last
+    /// cleared: a spawned producer that returned pending with it clear was not waiting on
+    /// its input.
+    static INPUT_PENDING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `poll` and tells whether a wrapped stream returned pending inside it.
+pub(crate) fn noting_pending_inputs<R>(poll: impl FnOnce() -> R) -> (R, bool) {
+    let outer = INPUT_PENDING.with(|f| f.replace(false));
+    let result = poll();
+    let pending = INPUT_PENDING.with(|f| f.replace(outer || f.get()));
+    (result, pending)
+}
 
 /// The output stream of one task of a profiled operator.
 struct ProfiledStream {
@@ -404,6 +423,22 @@ struct ProfiledStream {
     feeds: Option<JoinFeed>,
     /// What it measures of its consumer, where asked to.
     meters: Option<ConsumerMeters>,
+    /// Whether the operator has inputs: its pending polls wait on them.
+    has_input: bool,
+    /// When its last poll returned pending, if it has inputs (clock ticks).
+    pending_since: Option<u64>,
+}
+
+/// Tells the stack sampler where the engine enters an operator's code through a wrapper
+/// of this file (a stream's poll, an operator's `execute`): its walks stop there.
+pub(crate) fn register_operator_entries() {
+    type PollNext =
+        fn(Pin<&mut ProfiledStream>, &mut Context<'_>) -> Poll<Option<Result<RecordBatch>>>;
+    type Execute = fn(&ProfiledExec, usize, Arc<TaskContext>) -> Result<SendableRecordBatchStream>;
+    let poll_next: PollNext = <ProfiledStream as Stream>::poll_next;
+    let execute: Execute = <ProfiledExec as ExecutionPlan>::execute;
+    qprof_core::stacks::register_operator_entry(poll_next as usize);
+    qprof_core::stacks::register_operator_entry(execute as usize);
 }
 
 /// The task's output ended or was dropped: it finishes, and its periodic counters stop.
@@ -430,6 +465,11 @@ impl Stream for ProfiledStream {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
         this.task.record_poll();
+        if let Some(since) = this.pending_since.take() {
+            let waited = SystemClock.now_ticks().saturating_sub(since);
+            this.task
+                .tally(INPUT_WAIT, SystemClock.ticks_to_nanos(waited));
+        }
         if let Some(meters) = &mut this.meters {
             meters.poll_started(&SystemClock, &this.task);
         }
@@ -463,7 +503,13 @@ impl Stream for ProfiledStream {
             }
             Poll::Ready(Some(Err(e))) => this.task.record_error(|| error_line(e)),
             Poll::Ready(None) => finish(&this.task),
-            Poll::Pending => this.task.tally(PENDING_POLLS, 1),
+            Poll::Pending => {
+                this.task.tally(PENDING_POLLS, 1);
+                INPUT_PENDING.with(|f| f.set(true));
+                if this.has_input {
+                    this.pending_since = Some(SystemClock.now_ticks());
+                }
+            }
         }
         // last: what follows is the consumer's
         if let Some(meters) = &mut this.meters {

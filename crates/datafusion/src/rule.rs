@@ -3,13 +3,15 @@
 use std::sync::Arc;
 
 use datafusion::common::Result;
+use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::config::ConfigOptions;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
+use datafusion::physical_plan::{ExecutionPlan, StatisticsArgs, StatisticsContext};
+use qprof_core::profile::{Estimate, Estimated};
 
 use crate::counters::{OperatorCounters, PlanCounters};
 use crate::exec::ProfiledExec;
@@ -61,6 +63,7 @@ impl PhysicalOptimizerRule for ProfilingRule {
             .data()?;
         assign_stages(&wrapped);
         mark_joins(&wrapped);
+        record_estimates(&wrapped);
         Ok(wrapped)
     }
 
@@ -124,6 +127,32 @@ fn assign_stages(root: &Arc<dyn ExecutionPlan>) {
 }
 
 /// Records the shape of every join and, on each of its inputs, the side it feeds.
+/// Keeps what the engine's statistics say each operator will produce, as the plan leaves
+/// planning: one walk of the plan, each node's statistics computed once from its inputs'.
+fn record_estimates(root: &Arc<dyn ExecutionPlan>) {
+    let context = StatisticsContext::new();
+    let mut pending = vec![root];
+    while let Some(plan) = pending.pop() {
+        if let Some(exec) = ProfiledExec::of(plan.as_ref())
+            && let Ok(statistics) = context.compute(plan.as_ref(), &StatisticsArgs::new())
+        {
+            let _ = exec.counters().estimate.set(Estimate {
+                rows: estimated(&statistics.num_rows),
+                bytes: estimated(&statistics.total_byte_size),
+            });
+        }
+        pending.extend(plan.children());
+    }
+}
+
+fn estimated(value: &Precision<usize>) -> Estimated {
+    match value {
+        Precision::Exact(v) => Estimated::Exact(*v as u64),
+        Precision::Inexact(v) => Estimated::Inexact(*v as u64),
+        Precision::Absent => Estimated::Absent,
+    }
+}
+
 fn mark_joins(plan: &Arc<dyn ExecutionPlan>) {
     if let Some(join) = ProfiledExec::of(plan.as_ref())
         .and_then(|exec| Some((exec, join_shape(exec.inner().as_ref())?)))

@@ -17,8 +17,11 @@ use std::task::{Context, Poll};
 use datafusion::common::runtime::{JoinSetTracer, set_join_set_tracer};
 use futures::future::BoxFuture;
 use qprof_core::attribution;
-use qprof_core::clock::SystemClock;
+use qprof_core::catalog::{self, Tally};
+use qprof_core::clock::{ClockSource, SystemClock};
 use qprof_core::counters::OperatorTaskCounters;
+
+use crate::exec::noting_pending_inputs;
 
 #[derive(Debug)]
 struct SpawnAttribution;
@@ -34,6 +37,7 @@ impl JoinSetTracer for SpawnAttribution {
             Some(task) => Box::pin(AttributedFuture {
                 inner: fut,
                 target: task.spawn_target(),
+                blocked_since: None,
             }),
             None => fut,
         }
@@ -56,16 +60,39 @@ impl JoinSetTracer for SpawnAttribution {
 struct AttributedFuture {
     inner: BoxFuture<'static, Box<dyn Any + Send>>,
     target: Arc<OperatorTaskCounters>,
+    /// When its last poll returned pending with no input pending (clock ticks): it was
+    /// blocked on its output.
+    blocked_since: Option<u64>,
 }
+
+const OUTPUT_WAIT: Tally = Tally::of(&catalog::OUTPUT_WAIT_NANOS);
 
 impl Future for AttributedFuture {
     type Output = Box<dyn Any + Send>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
-        let _frame = attribution::enter(&SystemClock, &this.target);
-        this.inner.as_mut().poll(cx)
+        if let Some(since) = this.blocked_since.take() {
+            let waited = SystemClock.now_ticks().saturating_sub(since);
+            this.target
+                .tally(OUTPUT_WAIT, SystemClock.ticks_to_nanos(waited));
+        }
+        let frame = attribution::enter(&SystemClock, &this.target);
+        let (polled, input_pending) = noting_pending_inputs(|| this.inner.as_mut().poll(cx));
+        drop(frame);
+        if polled.is_pending() && !input_pending {
+            this.blocked_since = Some(SystemClock.now_ticks());
+        }
+        polled
     }
+}
+
+/// Tells the stack sampler where a spawned task enters an operator's code: its walks stop
+/// there.
+pub(crate) fn register_operator_entries() {
+    type Poll_ = fn(Pin<&mut AttributedFuture>, &mut Context<'_>) -> Poll<Box<dyn Any + Send>>;
+    let poll: Poll_ = <AttributedFuture as Future>::poll;
+    qprof_core::stacks::register_operator_entry(poll as usize);
 }
 
 /// Installs qprof's spawn tracer once per process. Returns `false` if another tracer was

@@ -11,6 +11,16 @@ use qprof_core::stacks::{SampleKey, SamplingSession, StackSamples};
 
 use crate::exec::ProfiledExec;
 
+/// Tells the stack sampler, once per process, the functions through which qprof's wrappers
+/// enter an operator's code, so that each sample's walk stops at its operator's entry.
+pub(crate) fn register_operator_entries() {
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    REGISTERED.call_once(|| {
+        crate::exec::register_operator_entries();
+        crate::spawn::register_operator_entries();
+    });
+}
+
 /// Takes from `session` the samples of `plan`'s operator tasks, each named by the task the
 /// profile gave its partition (work an operator spawned outside its partitions has none).
 pub(crate) fn take_stack_samples(

@@ -15,7 +15,7 @@ use qprof_core::executor_memory::MemorySample;
 use qprof_core::metric::{TaskRef, spark_string_aggregated};
 use qprof_core::planning::PlanningProfile;
 use qprof_core::profile::{
-    FunctionProfile, NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskProfile,
+    Estimate, FunctionProfile, NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskProfile,
 };
 use qprof_core::stable_id::stable_ids;
 use qprof_core::stacks::{SampledStack, StackSamples};
@@ -216,6 +216,34 @@ pub struct StackSamplesJson {
     pub functions: Vec<String>,
     /// Each distinct stack of each operator task.
     pub stacks: Vec<SampledStackJson>,
+}
+
+/// An operator's estimated output: each figure with its precision (`exact`, `inexact`
+/// or `absent`, when the figure is left out).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EstimateJson {
+    /// Rows out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u64>,
+    /// How sure the rows are.
+    pub rows_precision: String,
+    /// Bytes out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// How sure the bytes are.
+    pub bytes_precision: String,
+}
+
+impl From<&Estimate> for EstimateJson {
+    fn from(e: &Estimate) -> EstimateJson {
+        EstimateJson {
+            rows: e.rows.value(),
+            rows_precision: e.rows.precision().to_string(),
+            bytes: e.bytes.value(),
+            bytes_precision: e.bytes.precision().to_string(),
+        }
+    }
 }
 
 /// One distinct stack of one operator task and how many samples had it.
@@ -467,6 +495,9 @@ pub struct NodeJson {
     /// When each task ran it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub task_spans: Vec<TaskSpanJson>,
+    /// What the optimizer's statistics said it would produce, when the engine gave any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<EstimateJson>,
     /// Inputs.
     #[serde(default)]
     pub children: Vec<NodeJson>,
@@ -708,6 +739,7 @@ impl From<&ProfileNode> for NodeJson {
                     finish_epoch_micros: t.finish_epoch_micros,
                 })
                 .collect(),
+            estimate: n.estimate.as_ref().map(EstimateJson::from),
             children: n.children.iter().map(NodeJson::from).collect(),
         }
     }

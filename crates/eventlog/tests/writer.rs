@@ -60,6 +60,7 @@ fn node(
         info: vec![("note".into(), format!("node {id}"))],
         functions: vec![],
         task_spans: Vec::new(),
+        estimate: None,
         children,
     }
 }

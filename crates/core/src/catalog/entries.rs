@@ -140,6 +140,25 @@ pub const PENDING_POLLS: MetricDef = def(
     "Polls of the operator's output stream that returned pending (no batch ready yet, its consumer woken later): numPolls less the batches and the task's last poll.",
 );
 
+/// Time the operator waited on its input.
+pub const INPUT_WAIT_NANOS: MetricDef = def(
+    "inputWaitNanos",
+    "input wait time of {op}",
+    Nanoseconds,
+    Every,
+    Sum,
+    "Time the operator's output stream waited on its input: from a poll of an operator with inputs that returned pending (its input had no batch ready: a child polled inline, or the channel its own producers fill) to its next poll. A leaf's pending polls wait on I/O (ioWaitNanos), not on an input.",
+);
+/// Time the operator's producers were blocked on a full output channel.
+pub const OUTPUT_WAIT_NANOS: MetricDef = def(
+    "outputWaitNanos",
+    "output wait time of {op}",
+    Nanoseconds,
+    Every,
+    Sum,
+    "Time the tasks an operator spawned to produce its output (a repartition's or a merge's input side) were suspended with a batch in hand: from a poll of such a task that returned pending without its input being pending (its output channel was full, its consumer slower) to its next poll. A value of no task.",
+);
+
 // ---- file scans ----
 
 /// Read requests.
@@ -515,7 +534,12 @@ pub const FUNCTION_CPU_NANOS: MetricDef = def(
 /// one calls `OperatorTaskCounters::tally`, and the profile, the wire and the event log
 /// carry it with no code of their own. One of family `Every` is shown on every operator,
 /// at 0 where nothing counted it; any other only on operators whose tasks counted it.
-pub const TALLIED: &[&MetricDef] = &[&PENDING_POLLS, &SHUFFLE_FETCH_WAIT_NANOS];
+pub const TALLIED: &[&MetricDef] = &[
+    &PENDING_POLLS,
+    &INPUT_WAIT_NANOS,
+    &OUTPUT_WAIT_NANOS,
+    &SHUFFLE_FETCH_WAIT_NANOS,
+];
 
 /// The metrics the UI's plan graph leaves to the operator's panel: qprof's timers (the
 /// graph shows the operator's self time instead) and the counts behind them.
@@ -529,6 +553,8 @@ pub const PANEL_ONLY: &[&MetricDef] = &[
     &NUM_MEMORY_ALLOCATIONS,
     &NUM_POLLS,
     &PENDING_POLLS,
+    &INPUT_WAIT_NANOS,
+    &OUTPUT_WAIT_NANOS,
 ];
 
 /// Every metric of the catalog, family by family, each in display order.
@@ -545,6 +571,8 @@ pub static ALL: &[&MetricDef] = &[
     &NUM_MEMORY_ALLOCATIONS,
     &NUM_POLLS,
     &PENDING_POLLS,
+    &INPUT_WAIT_NANOS,
+    &OUTPUT_WAIT_NANOS,
     &READ_REQUESTS,
     &READ_BYTES,
     &STORAGE_READ_BYTES,

@@ -48,6 +48,7 @@ fn node(
         info: vec![],
         functions: vec![],
         task_spans: Vec::new(),
+        estimate: None,
         children,
     }
 }

@@ -79,8 +79,51 @@ pub struct ProfileNode {
     pub functions: Vec<FunctionProfile>,
     /// When each task that ran the operator began and ended it, by task.
     pub task_spans: Vec<TaskSpan>,
+    /// What the optimizer's statistics said the operator would produce, before it ran
+    /// (`None`: the engine gave no statistics).
+    pub estimate: Option<Estimate>,
     /// Inputs of the operator.
     pub children: Vec<ProfileNode>,
+}
+
+/// What the optimizer expected an operator to produce, from the engine's statistics at
+/// planning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Estimate {
+    /// Rows out, all partitions together.
+    pub rows: Estimated,
+    /// Bytes out, all partitions together.
+    pub bytes: Estimated,
+}
+
+/// One estimated figure and how sure the statistics were of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Estimated {
+    /// Known exactly (e.g. a file's row count from its footer).
+    Exact(u64),
+    /// An estimate (e.g. after a filter, from a default selectivity).
+    Inexact(u64),
+    /// Not known.
+    Absent,
+}
+
+impl Estimated {
+    /// The figure, if there is one.
+    pub fn value(self) -> Option<u64> {
+        match self {
+            Estimated::Exact(v) | Estimated::Inexact(v) => Some(v),
+            Estimated::Absent => None,
+        }
+    }
+
+    /// `exact`, `inexact` or `absent`.
+    pub fn precision(self) -> &'static str {
+        match self {
+            Estimated::Exact(_) => "exact",
+            Estimated::Inexact(_) => "inexact",
+            Estimated::Absent => "absent",
+        }
+    }
 }
 
 /// When one task ran one operator: from the task executing it to its output's end (or

@@ -37,6 +37,10 @@ pub const LOCAL_READ_BYTES: &str = catalog::LOCAL_READ_BYTES.name;
 pub const RAM_READ_BYTES: &str = catalog::RAM_READ_BYTES.name;
 /// [`catalog::DATA_SOURCE_READ_NANOS`]'s name.
 pub const DATA_SOURCE_READ_NANOS: &str = catalog::DATA_SOURCE_READ_NANOS.name;
+/// [`catalog::INPUT_WAIT_NANOS`]'s name.
+pub const INPUT_WAIT_NANOS: &str = catalog::INPUT_WAIT_NANOS.name;
+/// [`catalog::OUTPUT_WAIT_NANOS`]'s name.
+pub const OUTPUT_WAIT_NANOS: &str = catalog::OUTPUT_WAIT_NANOS.name;
 /// [`catalog::IO_WAIT_NANOS`]'s name.
 pub const IO_WAIT_NANOS: &str = catalog::IO_WAIT_NANOS.name;
 /// [`catalog::METADATA_REQUESTS`]'s name.

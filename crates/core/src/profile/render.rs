@@ -92,13 +92,14 @@ fn render_node(
         .unwrap_or_default();
     let _ = writeln!(
         out,
-        "{indent}#{} {}{stage}  self cpu {} ({})  cpu {}  rows {}  batches {}  peak mem {}",
+        "{indent}#{} {}{stage}  self cpu {} ({})  cpu {}  rows {}{}  batches {}  peak mem {}",
         node.id,
         node.name,
         format::human_nanos(v(names::SELF_CPU_NANOS).max(0) as u64),
         percent(v(names::SELF_CPU_NANOS), total_self_cpu),
         format::human_nanos(v(names::CPU_NANOS).max(0) as u64),
         format::integer(v(names::OUTPUT_ROWS)),
+        estimated_rows(node),
         format::integer(v(names::OUTPUT_VECTORS)),
         format::bytes(v(names::PEAK_MEMORY_BYTES)),
     );
@@ -107,6 +108,7 @@ fn render_node(
         let _ = writeln!(out, "{indent}   {}", truncate(display, 110));
     }
     render_io(node, &indent, out);
+    render_waits(node, &indent, out);
     render_shuffle(node, &indent, out);
     render_join_phases(node, &indent, out);
     render_spill(node, &indent, out);
@@ -280,6 +282,32 @@ fn plural(n: i64) -> &'static str {
 
 /// The I/O lines of an operator that touched storage: reads with their tiers, time and
 /// concurrency; pruning; writes.
+/// ` (est ~N)` after an operator's rows, when the optimizer estimated them (`~` for an
+/// inexact estimate).
+fn estimated_rows(node: &ProfileNode) -> String {
+    match node.estimate.map(|e| e.rows) {
+        Some(Estimated::Exact(rows)) => format!(" (est {})", format::integer(rows as i64)),
+        Some(Estimated::Inexact(rows)) => format!(" (est ~{})", format::integer(rows as i64)),
+        Some(Estimated::Absent) | None => String::new(),
+    }
+}
+
+/// What the operator waited on, where it waited at all: its input (pending polls of an
+/// operator with inputs) and its output (its producers blocked on a full channel).
+fn render_waits(node: &ProfileNode, indent: &str, out: &mut String) {
+    let v = |name| node.value(name).unwrap_or(0).max(0) as u64;
+    let (input, output) = (v(names::INPUT_WAIT_NANOS), v(names::OUTPUT_WAIT_NANOS));
+    if input == 0 && output == 0 {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{indent}   waited on input {}  on output {}",
+        format::human_nanos(input),
+        format::human_nanos(output),
+    );
+}
+
 fn render_io(node: &ProfileNode, indent: &str, out: &mut String) {
     let v = |name| node.value(name).unwrap_or(0);
     let nanos = |name| format::human_nanos(v(name).max(0) as u64);

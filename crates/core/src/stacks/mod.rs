@@ -19,7 +19,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::metric::TaskRef;
 
 pub(crate) use sampler::set_current_key;
-pub use sampler::{AddressStack, MAX_HZ, SamplingSession, StackSamplerError};
+pub use sampler::{
+    AddressStack, MAX_HZ, SamplingCost, SamplingSession, StackSamplerError, register_operator_entry,
+};
 
 /// Names one operator task in the samples; each task's counters get a fresh key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -16,7 +16,7 @@ use std::sync::{Condvar, LazyLock, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::clock::process_cpu_nanos;
+use crate::clock::{ClockSource, SystemClock, process_cpu_nanos};
 
 /// Frames kept of one stack, leaf first; deeper stacks lose their outermost frames.
 pub(crate) const MAX_DEPTH: usize = 128;
@@ -73,12 +73,51 @@ impl Slot {
     }
 }
 
+/// Functions through which the engine enters an operator's code: a walk stops at the
+/// first (innermost) frame in one of them, which with everything above it belongs to the
+/// runtime, not the operator. Unused entries are 0.
+static ENTRY_FUNCTIONS: [AtomicUsize; 8] = [const { AtomicUsize::new(0) }; 8];
+
+/// Registers `address` (a function's first instruction) as a function through which the
+/// engine enters an operator's code: samples stop unwinding there, which keeps each walk
+/// to the operator's own frames. At most eight are kept; registering one twice is harmless.
+pub fn register_operator_entry(address: usize) {
+    for slot in &ENTRY_FUNCTIONS {
+        match slot.compare_exchange(0, address, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return,
+            Err(existing) if existing == address => return,
+            Err(_) => {}
+        }
+    }
+}
+
+fn is_operator_entry(function: usize) -> bool {
+    function != 0
+        && ENTRY_FUNCTIONS
+            .iter()
+            .any(|f| f.load(Ordering::Relaxed) == function)
+}
+
 static RING: OnceLock<Box<[Slot]>> = OnceLock::new();
 static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 static LOST: AtomicU64 = AtomicU64::new(0);
 /// Samples published since the process started, attributed or not.
 static RECORDED: AtomicU64 = AtomicU64::new(0);
+/// Clock ticks spent in the signal handler since the process started.
+static HANDLER_TICKS: AtomicU64 = AtomicU64::new(0);
+
+/// What sampling has cost a process so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SamplingCost {
+    /// Samples taken.
+    pub samples: u64,
+    /// Time the signal handler took in all, in nanoseconds of the sampled threads' time.
+    pub handler_nanos: u64,
+    /// Time spent resolving addresses to function names (once per address, when the
+    /// queries that sampled them ended), in nanoseconds.
+    pub resolving_nanos: u64,
+}
 
 /// A distinct stack (return addresses, leaf first) and how many samples had it.
 pub type AddressStack = (Box<[usize]>, u64);
@@ -184,6 +223,8 @@ impl SamplingSession {
                 state.handler_installed = true;
             }
             RING.get_or_init(|| (0..SLOTS).map(|_| Slot::new()).collect());
+            // the handler reads the clock: its first read, which initializes it, is here
+            let _ = SystemClock.now_ticks();
             ACTIVE.store(true, Ordering::Release);
             if let Err(e) = platform::arm_timer(hz) {
                 ACTIVE.store(false, Ordering::Release);
@@ -247,7 +288,8 @@ impl SamplingSession {
     }
 
     /// Takes the samples recorded so far outside every operator's frame (planning, the
-    /// caller's own code, threads qprof does not frame).
+    /// caller's own code, threads qprof does not frame): their count, under an empty
+    /// stack (they are not walked).
     pub fn take_outside(&self) -> Vec<AddressStack> {
         self.take([0])
             .pop()
@@ -258,6 +300,15 @@ impl SamplingSession {
     /// Samples lost since the process started: the ring was full, or the held stacks were.
     pub fn lost() -> u64 {
         LOST.load(Ordering::Relaxed)
+    }
+
+    /// What sampling has cost since the process started.
+    pub fn cost() -> SamplingCost {
+        SamplingCost {
+            samples: RECORDED.load(Ordering::Relaxed),
+            handler_nanos: SystemClock.ticks_to_nanos(HANDLER_TICKS.load(Ordering::Relaxed)),
+            resolving_nanos: super::symbols::resolving_nanos(),
+        }
     }
 }
 
@@ -331,6 +382,15 @@ fn record(pc: usize) {
     if !ACTIVE.load(Ordering::Acquire) {
         return;
     }
+    let start = SystemClock.now_ticks();
+    record_from(pc);
+    HANDLER_TICKS.fetch_add(
+        SystemClock.now_ticks().saturating_sub(start),
+        Ordering::Relaxed,
+    );
+}
+
+fn record_from(pc: usize) {
     let Some(ring) = RING.get() else {
         return;
     };
@@ -345,10 +405,23 @@ fn record(pc: usize) {
         return;
     }
     let mut depth = 0;
+    // a sample outside every operator is counted, not walked: no profile shows its stack
+    if key == 0 {
+        slot.key.store(key, Ordering::Relaxed);
+        slot.pc.store(pc, Ordering::Relaxed);
+        slot.depth.store(0, Ordering::Relaxed);
+        slot.state.store(READY, Ordering::Release);
+        RECORDED.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
     // SAFETY: the walker takes no lock and allocates nothing; it runs on the interrupted
     // thread's own stack, which the signal does not change.
     unsafe {
         backtrace::trace_unsynchronized(|frame| {
+            // an operator's sample ends where the engine entered its code
+            if is_operator_entry(frame.symbol_address() as usize) {
+                return false;
+            }
             slot.ips[depth].store(frame.ip() as usize, Ordering::Relaxed);
             depth += 1;
             depth < MAX_DEPTH

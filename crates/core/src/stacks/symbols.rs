@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Component, Path};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 /// Names already resolved, by address: outermost call first.
@@ -22,6 +23,7 @@ pub(crate) fn functions_at(address: usize) -> Functions {
     {
         return Arc::clone(names);
     }
+    let started = std::time::Instant::now();
     let mut names: Vec<Arc<str>> = Vec::new();
     backtrace::resolve(address as *mut std::ffi::c_void, |symbol| {
         if let Some(name) = symbol.name() {
@@ -40,7 +42,20 @@ pub(crate) fn functions_at(address: usize) -> Functions {
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .insert(address, Arc::clone(&names));
+    RESOLVING_NANOS.fetch_add(
+        u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
+        Ordering::Relaxed,
+    );
     names
+}
+
+/// Time spent resolving addresses since the process started, in nanoseconds.
+static RESOLVING_NANOS: AtomicU64 = AtomicU64::new(0);
+
+/// Time spent resolving addresses to names since the process started, in nanoseconds
+/// (each address is resolved once).
+pub(crate) fn resolving_nanos() -> u64 {
+    RESOLVING_NANOS.load(Ordering::Relaxed)
 }
 
 /// `name` with the module it is in, if it has none: the debug information of an inlined

@@ -292,6 +292,7 @@ impl NodeBuilder<'_> {
         metrics.extend(filter_metrics);
         info.extend(filter_info);
         let children = plan.children().into_iter().map(|c| self.node(c)).collect();
+        let estimate = exec.and_then(|e| e.counters().estimate.get().copied());
         let mut functions = self.functions.remove(&id).unwrap_or_default();
         sort_functions(&mut functions);
         ProfileNode {
@@ -303,6 +304,7 @@ impl NodeBuilder<'_> {
             info,
             functions,
             task_spans,
+            estimate,
             children,
         }
     }

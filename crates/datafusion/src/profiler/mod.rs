@@ -475,6 +475,7 @@ impl Profiler {
         }
         let hz = QprofOptions::of(task_ctx.session_config().options()).stack_sample_hz;
         if hz > 0 && started.sampling.is_none() {
+            crate::stack_samples::register_operator_entries();
             match SamplingSession::start(hz) {
                 Ok(session) => started.sampling = Some(session),
                 Err(e) => started.sampling_error = Some(e.to_string()),

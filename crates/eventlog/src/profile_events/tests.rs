@@ -19,6 +19,7 @@ fn node(id: usize, name: &str, children: Vec<ProfileNode>) -> ProfileNode {
         info: vec![("outputPartitions".to_string(), "2".to_string())],
         functions: Vec::new(),
         task_spans: Vec::new(),
+        estimate: None,
         children,
     }
 }

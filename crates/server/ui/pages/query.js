@@ -127,6 +127,16 @@
     } else if (sparkTable) {
       out.push(sparkTable);
     }
+    // what the optimizer expected, beside what the operator produced
+    if (prof && prof.estimate && isNum(prof.estimate.rows)) {
+      const produced = prof.metrics && prof.metrics.outputRows ? prof.metrics.outputRows.value : null;
+      const sign = prof.estimate.rowsPrecision === 'exact' ? '' : '~';
+      out.push(facts([
+        ['Estimated rows', h('span', { id: 'estimated-rows' }, `${sign}${fmtInt(prof.estimate.rows)}`
+          + (isNum(produced) ? ` (produced ${fmtInt(produced)})` : ''))],
+        isNum(prof.estimate.bytes) ? ['Estimated bytes', `${prof.estimate.bytesPrecision === 'exact' ? '' : '~'}${fmtBytes(prof.estimate.bytes)}`] : null,
+      ]));
+    }
     if (prof && prof.info && Object.keys(prof.info).length) {
       out.push(facts(Object.entries(prof.info).map(([k, v]) => [k, typeof v === 'object' ? JSON.stringify(v) : String(v)])));
     }

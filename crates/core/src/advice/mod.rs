@@ -4,10 +4,13 @@
 //!
 //! Rules: `bottleneck`, `skewed-tasks`, `spill`, `io-bound`, `low-read-concurrency`,
 //! `dominating-function`, `unused-dynamic-filters`, `unselective-filter`,
-//! `memory-near-limit`, `slow-planning` and `exploding-join`.
+//! `memory-near-limit`, `slow-planning`, `exploding-join`, and the rules of
+//! [`estimates`]: `misestimate` and `untracked-memory`.
 //!
 //! Rules look only at the profile (no engine), and each has a threshold under which it
 //! stays quiet, so a healthy query gets no findings.
+
+mod estimates;
 
 use std::fmt;
 
@@ -94,6 +97,16 @@ pub mod thresholds {
     pub const EXPLODING_JOIN_RATIO: i64 = 10;
     /// ... when it emits at least this many rows.
     pub const EXPLODING_JOIN_MIN_ROWS: i64 = 100_000;
+    /// An input of a join, or an aggregate's output, whose rows are at least this many
+    /// times the optimizer's estimate, or at most its inverse, was misestimated ...
+    pub const MISESTIMATE_RATIO: u64 = 10;
+    /// ... when the larger of the two is at least this many rows.
+    pub const MISESTIMATE_MIN_ROWS: u64 = 10_000;
+    /// Heap above what the memory pools and caches hold, while a stage ran, of at least
+    /// this many bytes is memory the engine does not account for ...
+    pub const UNTRACKED_MEMORY_MIN_BYTES: u64 = 256 << 20;
+    /// ... when it is also at least this many times what they hold.
+    pub const UNTRACKED_MEMORY_RATIO: u64 = 2;
 }
 
 /// Everything the advisor notices in `profile`, warnings first, then by the query's
@@ -112,6 +125,8 @@ pub fn advise(profile: &QueryProfile) -> Vec<Finding> {
     memory_near_limit(profile, &mut findings);
     slow_planning(profile, &mut findings);
     exploding_joins(profile, &mut findings);
+    estimates::misestimates(profile, &mut findings);
+    estimates::untracked_memory(profile, &mut findings);
     findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     findings
 }

@@ -1,0 +1,192 @@
+//! The optimizer's estimates against what operators produced: a table whose statistics
+//! lie makes the aggregate above it misestimated, and the same table telling the truth
+//! does not.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::stats::Precision;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{Result, Statistics};
+use datafusion::datasource::{MemTable, TableType};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, PhysicalExpr, PlanProperties, StatisticsArgs,
+};
+use datafusion::prelude::SessionConfig;
+use qprof_core::advice::advise;
+use qprof_core::profile::{Estimated, QueryProfile};
+use qprof_datafusion::ProfilingSession;
+
+const ROWS: usize = 100_000;
+const GROUPS: i64 = 20_000;
+/// What the lying table claims to hold.
+const CLAIMED_ROWS: usize = 10;
+
+/// A scan that claims `CLAIMED_ROWS` rows, whatever it produces.
+#[derive(Debug)]
+struct LyingScan(Arc<dyn ExecutionPlan>);
+
+impl DisplayAs for LyingScan {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "LyingScan")
+    }
+}
+
+impl ExecutionPlan for LyingScan {
+    fn name(&self) -> &str {
+        "LyingScan"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.0.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        Vec::new()
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        self.0.apply_expressions(f)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        self.0.execute(partition, context)
+    }
+
+    fn statistics_from_inputs(
+        &self,
+        _input_stats: &[Arc<Statistics>],
+        _args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        let mut statistics = Statistics::new_unknown(self.0.schema().as_ref());
+        statistics.num_rows = Precision::Inexact(CLAIMED_ROWS);
+        Ok(Arc::new(statistics))
+    }
+
+    #[allow(deprecated)]
+    fn partition_statistics(&self, _partition: Option<usize>) -> Result<Arc<Statistics>> {
+        self.statistics_from_inputs(&[], &StatisticsArgs::new())
+    }
+}
+
+/// A table whose scans lie about their size.
+#[derive(Debug)]
+struct LyingTable(MemTable);
+
+#[async_trait]
+impl TableProvider for LyingTable {
+    fn schema(&self) -> SchemaRef {
+        self.0.schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let inner = self.0.scan(state, projection, filters, limit).await?;
+        Ok(Arc::new(LyingScan(inner)))
+    }
+}
+
+fn table() -> MemTable {
+    let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+    let values = Int64Array::from_iter_values((0..ROWS as i64).map(|i| i % GROUPS));
+    let batch =
+        RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(values) as ArrayRef]).unwrap();
+    let batches: Vec<RecordBatch> = (0..ROWS / 8_192 + 1)
+        .map(|i| batch.slice(i * 8_192, 8_192.min(ROWS - i * 8_192)))
+        .collect();
+    MemTable::try_new(schema, vec![batches]).unwrap()
+}
+
+async fn profile_of(lying: bool) -> QueryProfile {
+    let session = ProfilingSession::new(SessionConfig::new().with_target_partitions(2));
+    let provider: Arc<dyn TableProvider> = if lying {
+        Arc::new(LyingTable(table()))
+    } else {
+        Arc::new(table())
+    };
+    session.context().register_table("t", provider).unwrap();
+    let run = session
+        .run(1, "SELECT v, count(*) AS n FROM t GROUP BY v")
+        .await
+        .unwrap();
+    let rows: usize = run.batches.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(rows, GROUPS as usize);
+    run.profile
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statistics_that_lie_make_the_aggregate_misestimated() {
+    let profile = profile_of(true).await;
+    let text = profile.render_text(0);
+    let scan = profile
+        .plan
+        .iter()
+        .find(|n| n.name == "LyingScan")
+        .unwrap_or_else(|| panic!("no scan:\n{text}"));
+    assert_eq!(
+        scan.estimate.map(|e| e.rows),
+        Some(Estimated::Inexact(CLAIMED_ROWS as u64)),
+        "{text}"
+    );
+    assert!(text.contains(&format!("(est ~{CLAIMED_ROWS})")), "{text}");
+    let found: Vec<_> = advise(&profile)
+        .into_iter()
+        .filter(|f| f.rule == "misestimate")
+        .collect();
+    assert!(!found.is_empty(), "no misestimate:\n{text}");
+    for finding in &found {
+        let node = profile
+            .plan
+            .iter()
+            .find(|n| Some(n.id) == finding.node_id)
+            .unwrap();
+        assert_eq!(node.name, "AggregateExec", "{}", finding.message);
+        assert!(finding.message.contains("more"), "{}", finding.message);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statistics_that_tell_the_truth_raise_no_misestimate() {
+    let profile = profile_of(false).await;
+    let text = profile.render_text(0);
+    let scan = profile.plan.iter().find(|n| n.children.is_empty()).unwrap();
+    assert_eq!(
+        scan.estimate.map(|e| e.rows),
+        Some(Estimated::Exact(ROWS as u64)),
+        "{text}"
+    );
+    let found: Vec<_> = advise(&profile)
+        .into_iter()
+        .filter(|f| f.rule == "misestimate")
+        .collect();
+    assert!(found.is_empty(), "{found:?}\n{text}");
+}
