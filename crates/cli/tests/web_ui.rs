@@ -309,6 +309,17 @@ fn the_query_page_draws_its_tasks_and_flame_graph_and_two_runs_compare() {
         tasks,
         "one bar per task"
     );
+    // the critical path's tasks stand out
+    let critical = profile["query"]["criticalPath"]
+        .as_array()
+        .expect("the profile has its critical path")
+        .len();
+    assert!(critical >= 1);
+    assert_eq!(
+        html.matches("class=\"task-bar critical\"").count(),
+        critical,
+        "one highlighted bar per step of the critical path"
+    );
     let timeline = html
         .split("id=\"task-timeline\"")
         .nth(1)

@@ -15,7 +15,8 @@ use qprof_core::executor_memory::MemorySample;
 use qprof_core::metric::{TaskRef, spark_string_aggregated};
 use qprof_core::planning::PlanningProfile;
 use qprof_core::profile::{
-    Estimate, FunctionProfile, NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskProfile,
+    CriticalStep, Estimate, FunctionProfile, NodeMetric, ProfileNode, QueryProfile, StageProfile,
+    TaskProfile,
 };
 use qprof_core::stable_id::stable_ids;
 use qprof_core::stacks::{SampledStack, StackSamples};
@@ -200,9 +201,51 @@ pub struct QueryJson {
     /// How planning went, phase by phase and rule by rule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub planning: Option<PlanningJson>,
+    /// The chain of stages and tasks that bounded its wall time, from the output back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub critical_path: Vec<CriticalStepJson>,
     /// The native stacks sampled while its operators ran, when sampling was on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack_samples: Option<StackSamplesJson>,
+}
+
+/// A step of a query's critical path: a stage's task that finished last.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CriticalStepJson {
+    /// The stage.
+    pub stage_id: u32,
+    /// Its task that finished last.
+    pub task_id: u64,
+    /// The partition it computed.
+    pub partition: u32,
+    /// Start, epoch ms.
+    pub start_epoch_millis: u64,
+    /// Finish, epoch ms.
+    pub finish_epoch_millis: u64,
+    /// Its wall time less the time its input's step ran beside it (ms).
+    pub own_millis: u64,
+    /// The operator with the most self CPU in the task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<usize>,
+    /// That operator's share of the task's self CPU, in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_percent: Option<u8>,
+}
+
+impl From<&CriticalStep> for CriticalStepJson {
+    fn from(s: &CriticalStep) -> CriticalStepJson {
+        CriticalStepJson {
+            stage_id: s.stage_id,
+            task_id: s.task_id,
+            partition: s.partition,
+            start_epoch_millis: s.start_epoch_millis,
+            finish_epoch_millis: s.finish_epoch_millis,
+            own_millis: s.own_millis,
+            node_id: s.hottest.as_ref().map(|h| h.0),
+            cpu_percent: s.hottest.as_ref().map(|h| h.2),
+        }
+    }
 }
 
 /// A query's sampled native stacks: each function name once, each stack as positions in
@@ -815,6 +858,11 @@ impl From<&QueryProfile> for QueryJson {
             }),
             planning: p.planning.as_ref().map(PlanningJson::from),
             stack_samples: p.stack_samples.as_ref().map(StackSamplesJson::from),
+            critical_path: p
+                .critical_path()
+                .iter()
+                .map(CriticalStepJson::from)
+                .collect(),
         }
     }
 }

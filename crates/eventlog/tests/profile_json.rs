@@ -21,9 +21,14 @@ fn the_document_has_the_documented_shape() {
             "startEpochMillis",
             "plan",
             "stages",
-            "findings"
+            "findings",
+            "criticalPath"
         ]
     );
+    // one stage: its one task is the whole path, its scan the task's hottest operator
+    assert_eq!(q["criticalPath"].as_array().unwrap().len(), 1);
+    assert_eq!(q["criticalPath"][0]["taskId"], 0);
+    assert_eq!(q["criticalPath"][0]["nodeId"], 2);
     // the advisor's findings: the scan has 93 % of the CPU
     assert_eq!(
         q["findings"],

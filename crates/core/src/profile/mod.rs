@@ -2,10 +2,13 @@
 //! stages and tasks the plan ran as, rendered as an indented text tree. (Wire formats of
 //! profiles live in `qprof-eventlog`.)
 
+mod critical_path;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fixtures;
 pub mod names;
 mod render;
+
+pub use critical_path::CriticalStep;
 #[cfg(test)]
 mod tests;
 

@@ -45,6 +45,11 @@ impl QueryProfile {
         if let Some(planning) = &self.planning {
             let _ = writeln!(out, "{}", planning.summary_line());
         }
+        let path = self.critical_path();
+        if path.len() > 1 {
+            let steps: Vec<String> = path.iter().map(critical_step).collect();
+            let _ = writeln!(out, "critical path: {}", steps.join(" <- "));
+        }
         render_node(
             &self.plan,
             0,
@@ -282,6 +287,21 @@ fn plural(n: i64) -> &'static str {
 
 /// The I/O lines of an operator that touched storage: reads with their tiers, time and
 /// concurrency; pruning; writes.
+/// `stage S task T (N ms, P% #I Name)`: a step of the critical path, with its own time.
+fn critical_step(step: &CriticalStep) -> String {
+    let hottest = step
+        .hottest
+        .as_ref()
+        .map(|(id, name, share)| format!(", {share}% #{id} {name}"))
+        .unwrap_or_default();
+    format!(
+        "stage {} task {} ({}{hottest})",
+        step.stage_id,
+        step.task_id,
+        format::human_nanos(step.own_millis.saturating_mul(1_000_000)),
+    )
+}
+
 /// ` (est ~N)` after an operator's rows, when the optimizer estimated them (`~` for an
 /// inexact estimate).
 fn estimated_rows(node: &ProfileNode) -> String {

@@ -120,3 +120,90 @@ fn function_names_shorten_to_their_last_two_segments() {
     );
     assert_eq!(short_function("memcpy"), "memcpy");
 }
+
+/// The sample cut in two stages: its scan (node 2) in stage 1 with a fast task and a
+/// skewed one, the rest in stage 0 reading it.
+fn two_stages_with_a_skewed_task() -> QueryProfile {
+    use crate::metric::{TaskRef, TaskValue};
+    let mut p = fixtures::sample();
+    let mut stage1 = p.stages[0].clone();
+    stage1.id = 1;
+    stage1.node_ids = vec![2];
+    let task = |id: u64, partition: u32, start: u64, finish: u64| {
+        let mut t = stage1.tasks[0].clone();
+        t.task_id = id;
+        t.partition = partition;
+        t.start_epoch_millis = start;
+        t.finish_epoch_millis = finish;
+        t
+    };
+    stage1.tasks = vec![task(10, 0, 1_000, 1_200), task(11, 1, 1_000, 4_000)];
+    p.stages[0].node_ids = vec![0, 1];
+    p.stages[0].tasks[0].start_epoch_millis = 1_000;
+    p.stages[0].tasks[0].finish_epoch_millis = 4_100;
+    p.stages.push(stage1);
+    let scan = &mut p.plan.children[0].children[0];
+    scan.stage_id = Some(1);
+    let cpu = scan
+        .metrics
+        .iter_mut()
+        .find(|m| m.name == names::SELF_CPU_NANOS)
+        .unwrap();
+    cpu.tasks = [(10, 0, 100_000_000), (11, 1, 2_900_000_000)]
+        .into_iter()
+        .map(|(task_id, partition, value)| TaskValue {
+            task: Some(TaskRef {
+                stage_id: 1,
+                stage_attempt: 0,
+                task_id,
+                partition,
+            }),
+            value,
+        })
+        .collect();
+    p.duration_nanos = 3_200_000_000;
+    p
+}
+
+#[test]
+fn the_critical_path_goes_through_each_stages_last_task() {
+    let p = two_stages_with_a_skewed_task();
+    let path = p.critical_path();
+    let steps: Vec<(u32, u64)> = path.iter().map(|s| (s.stage_id, s.task_id)).collect();
+    assert_eq!(steps, [(0, 0), (1, 11)]);
+    assert_eq!(path[1].millis(), 3_000);
+    // stage 0's task ran 3.1 s, all but 100 ms beside its input's
+    assert_eq!((path[0].own_millis, path[1].own_millis), (100, 3_000));
+    // the skewed task's only operator took all of its CPU
+    assert_eq!(
+        path[1].hottest,
+        Some((2, "DataSourceExec".to_string(), 100))
+    );
+    let text = p.render_text(0);
+    assert!(
+        text.contains("critical path: stage 0 task 0 (")
+            && text.contains("<- stage 1 task 11 (3.00 s, 100% #2 DataSourceExec)"),
+        "{text}"
+    );
+    let found: Vec<_> = crate::advice::advise(&p)
+        .into_iter()
+        .filter(|f| f.rule == "critical-path")
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].stage_id, Some(1));
+    assert!(
+        found[0].message.contains("stage 1's last task 11")
+            && found[0].message.contains("#2 DataSourceExec"),
+        "{}",
+        found[0].message
+    );
+    // a query under a second gets no finding; one stage draws no line
+    let mut short = p.clone();
+    short.duration_nanos = 999_000_000;
+    assert!(
+        !crate::advice::advise(&short)
+            .iter()
+            .any(|f| f.rule == "critical-path")
+    );
+    assert!(!fixtures::sample().render_text(0).contains("critical path"));
+}

@@ -247,7 +247,8 @@
         : h('span', null, f.message)));
 
     const submitted = parseDate(sql.submissionTime);
-    const timeline = await taskTimeline(app, queryStages, submitted ? submitted.getTime() : null);
+    const criticalTasks = new Set((profile && Array.isArray(profile.criticalPath) ? profile.criticalPath : []).map((s) => s.taskId));
+    const timeline = await taskTimeline(app, queryStages, submitted ? submitted.getTime() : null, criticalTasks);
     const flameUrl = `${QPROF}/${enc(app)}/sql/${enc(id)}/flamegraph.svg`;
     const flameGraph = profile ? card('Flame graph', { id: 'flame-graph' },
       h('div', { class: 'legend' },

@@ -64,7 +64,8 @@
 
   // The timeline card of a query's stages (`stages`: the latest attempt of each), or null
   // when they have no tasks.
-  async function taskTimeline(app, stages, queryStart) {
+  async function taskTimeline(app, stages, queryStart, criticalTasks) {
+    const critical = criticalTasks || new Set();
     if (!stages.length) return null;
     const now = Date.now();
     const { tasks, truncated } = await loadTasks(app, stages, now);
@@ -86,10 +87,12 @@
         s('line', { x1: L, y1: T + layout.firstRow.get(e) * ROW, x2: W - R, y2: T + layout.firstRow.get(e) * ROW, stroke: '#cbd5e1' }))),
       tasks.map((t) => {
         const failed = /FAILED|KILLED/.test(t.status);
+        const onPath = critical.has(t.task);
         const width = Math.max(1, x(t.end) - x(t.start));
         return s('a', { href: appHref(app, `/stage/${t.stage}/${t.attempt}`) },
           s('rect', {
-            class: `task-bar${failed ? ' task-failed' : ''}`, 'data-stage': t.stage, 'data-task': t.task,
+            class: `task-bar${failed ? ' task-failed' : ''}${onPath ? ' critical' : ''}`, 'data-stage': t.stage, 'data-task': t.task,
+            stroke: onPath ? '#0f172a' : null, 'stroke-width': onPath ? 1.5 : null,
             x: x(t.start).toFixed(1), y: T + t.row * ROW + 2, width: width.toFixed(1), height: ROW - 4, rx: 2,
             fill: failed ? '#dc2626' : stageColour(t.stage),
           }, s('title', null, `stage ${t.stage}.${t.attempt} · task ${t.task} (partition ${t.index}) · ${t.status}\n`
@@ -99,6 +102,8 @@
     const legend = h('div', { class: 'legend' },
       stageIds.map((id) => h('span', { class: 'legend-item' },
         h('span', { class: 'legend-swatch', style: `background:${stageColour(id)}` }), ` stage ${id} `)),
+      tasks.some((t) => critical.has(t.task))
+        ? h('span', { class: 'legend-item' }, h('span', { class: 'legend-swatch critical-swatch', style: 'background:#fff;border:1.5px solid #0f172a' }), ' critical path ') : null,
       tasks.some((t) => /FAILED|KILLED/.test(t.status))
         ? h('span', { class: 'legend-item' }, h('span', { class: 'legend-swatch', style: 'background:#dc2626' }), ' failed ') : null,
       h('span', { class: 'muted' }, `${tasks.length} task${tasks.length === 1 ? '' : 's'} over ${fmtMs(t1 - t0)}`
