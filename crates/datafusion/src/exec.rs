@@ -400,19 +400,38 @@ struct JoinFeed {
 const PENDING_POLLS: Tally = Tally::of(&catalog::PENDING_POLLS);
 const INPUT_WAIT: Tally = Tally::of(&catalog::INPUT_WAIT_NANOS);
 
-thread_local! {
-    /// Whether a wrapped stream returned pending on this thread since the flag was last
-    /// cleared: a spawned producer that returned pending with it clear was not waiting on
-    /// its input.
-    static INPUT_PENDING: Cell<bool> = const { Cell::new(false) };
+/// What the last poll of a wrapped stream on a thread returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InputPoll {
+    /// No wrapped stream was polled.
+    None,
+    /// It had no batch ready.
+    Pending,
+    /// It gave a batch.
+    Batch,
+    /// It ended (or failed).
+    Ended,
 }
 
-/// Runs `poll` and tells whether a wrapped stream returned pending inside it.
-pub(crate) fn noting_pending_inputs<R>(poll: impl FnOnce() -> R) -> (R, bool) {
-    let outer = INPUT_PENDING.with(|f| f.replace(false));
+thread_local! {
+    /// What the last poll of a wrapped stream on this thread returned, since it was last
+    /// reset: a spawned producer that returned pending right after its input gave it a
+    /// batch is blocked on its output.
+    static LAST_INPUT_POLL: Cell<InputPoll> = const { Cell::new(InputPoll::None) };
+}
+
+/// Runs `poll` and tells what the last wrapped stream polled inside it returned.
+pub(crate) fn noting_input_polls<R>(poll: impl FnOnce() -> R) -> (R, InputPoll) {
+    let outer = LAST_INPUT_POLL.with(|f| f.replace(InputPoll::None));
     let result = poll();
-    let pending = INPUT_PENDING.with(|f| f.replace(outer || f.get()));
-    (result, pending)
+    let inner = LAST_INPUT_POLL.with(|f| f.get());
+    let seen = if inner == InputPoll::None {
+        outer
+    } else {
+        inner
+    };
+    LAST_INPUT_POLL.with(|f| f.set(seen));
+    (result, inner)
 }
 
 /// The output stream of one task of a profiled operator.
@@ -505,12 +524,18 @@ impl Stream for ProfiledStream {
             Poll::Ready(None) => finish(&this.task),
             Poll::Pending => {
                 this.task.tally(PENDING_POLLS, 1);
-                INPUT_PENDING.with(|f| f.set(true));
                 if this.has_input {
                     this.pending_since = Some(SystemClock.now_ticks());
                 }
             }
         }
+        LAST_INPUT_POLL.with(|f| {
+            f.set(match &polled {
+                Poll::Pending => InputPoll::Pending,
+                Poll::Ready(Some(Ok(_))) => InputPoll::Batch,
+                Poll::Ready(_) => InputPoll::Ended,
+            })
+        });
         // last: what follows is the consumer's
         if let Some(meters) = &mut this.meters {
             meters.polled(&SystemClock, &polled);

@@ -21,7 +21,7 @@ use qprof_core::catalog::{self, Tally};
 use qprof_core::clock::{ClockSource, SystemClock};
 use qprof_core::counters::OperatorTaskCounters;
 
-use crate::exec::noting_pending_inputs;
+use crate::exec::{InputPoll, noting_input_polls};
 
 #[derive(Debug)]
 struct SpawnAttribution;
@@ -38,6 +38,7 @@ impl JoinSetTracer for SpawnAttribution {
                 inner: fut,
                 target: task.spawn_target(),
                 blocked_since: None,
+                holding_a_batch: false,
             }),
             None => fut,
         }
@@ -60,9 +61,13 @@ impl JoinSetTracer for SpawnAttribution {
 struct AttributedFuture {
     inner: BoxFuture<'static, Box<dyn Any + Send>>,
     target: Arc<OperatorTaskCounters>,
-    /// When its last poll returned pending with no input pending (clock ticks): it was
-    /// blocked on its output.
+    /// When its last poll returned pending holding a batch (clock ticks): it was blocked
+    /// on its output.
     blocked_since: Option<u64>,
+    /// Whether the last input it polled gave it a batch it has not handed on: it pends
+    /// then on its output (a full channel), not on its input, nor on anything else (a task
+    /// that only awaits another task polls no input).
+    holding_a_batch: bool,
 }
 
 const OUTPUT_WAIT: Tally = Tally::of(&catalog::OUTPUT_WAIT_NANOS);
@@ -78,9 +83,14 @@ impl Future for AttributedFuture {
                 .tally(OUTPUT_WAIT, SystemClock.ticks_to_nanos(waited));
         }
         let frame = attribution::enter(&SystemClock, &this.target);
-        let (polled, input_pending) = noting_pending_inputs(|| this.inner.as_mut().poll(cx));
+        let (polled, input) = noting_input_polls(|| this.inner.as_mut().poll(cx));
         drop(frame);
-        if polled.is_pending() && !input_pending {
+        match input {
+            InputPoll::Batch => this.holding_a_batch = true,
+            InputPoll::Pending | InputPoll::Ended => this.holding_a_batch = false,
+            InputPoll::None => {}
+        }
+        if polled.is_pending() && this.holding_a_batch {
             this.blocked_since = Some(SystemClock.now_ticks());
         }
         polled

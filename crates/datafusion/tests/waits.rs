@@ -10,7 +10,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::datasource::MemTable;
 use datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
 use datafusion::prelude::SessionConfig;
-use qprof_core::profile::{ProfileNode, names};
+use qprof_core::profile::{ProfileNode, QueryProfile, names};
 use qprof_datafusion::ProfilingSession;
 
 const BATCHES: usize = 40;
@@ -23,8 +23,9 @@ fn value(node: &ProfileNode, name: &str) -> i64 {
         .unwrap_or_else(|| panic!("#{} {} has no {name}", node.id, node.name))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_consumer_keeps_its_repartition_waiting_on_output() {
+/// Runs `SELECT slow(v) FROM t`, `slow` sleeping `pause` a batch, over one partition
+/// that a round-robin repartition spreads over two.
+async fn run_with_consumer_pause(pause: Duration) -> QueryProfile {
     // the scan keeps its one partition, so the planner adds a repartition to spread it
     let config = SessionConfig::new()
         .with_target_partitions(2)
@@ -52,8 +53,8 @@ async fn a_slow_consumer_keeps_its_repartition_waiting_on_output() {
         vec![DataType::Int64],
         DataType::Int64,
         Volatility::Volatile,
-        Arc::new(|args: &[ColumnarValue]| {
-            std::thread::sleep(PAUSE);
+        Arc::new(move |args: &[ColumnarValue]| {
+            std::thread::sleep(pause);
             let arrays = ColumnarValue::values_to_arrays(args)?;
             Ok(ColumnarValue::Array(Arc::clone(&arrays[0])))
         }),
@@ -61,13 +62,22 @@ async fn a_slow_consumer_keeps_its_repartition_waiting_on_output() {
     let run = session.run(1, "SELECT slow(v) AS v FROM t").await.unwrap();
     let rows: usize = run.batches.iter().map(|b| b.num_rows()).sum();
     assert_eq!(rows, BATCHES * ROWS);
-    let profile = run.profile;
-    let text = profile.render_text(0);
-    let repartition = profile
+    run.profile
+}
+
+fn repartition(profile: &QueryProfile) -> &ProfileNode {
+    profile
         .plan
         .iter()
         .find(|n| n.name == "RepartitionExec")
-        .unwrap_or_else(|| panic!("no repartition:\n{text}"));
+        .unwrap_or_else(|| panic!("no repartition:\n{}", profile.render_text(0)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_consumer_keeps_its_repartition_waiting_on_output() {
+    let profile = run_with_consumer_pause(PAUSE).await;
+    let text = profile.render_text(0);
+    let repartition = repartition(&profile);
     let consumer = profile
         .plan
         .iter()
@@ -97,4 +107,20 @@ async fn a_slow_consumer_keeps_its_repartition_waiting_on_output() {
     let leaf = profile.plan.iter().find(|n| n.children.is_empty()).unwrap();
     assert_eq!(value(leaf, names::INPUT_WAIT_NANOS), 0);
     assert!(text.contains("waited on input"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fast_consumer_leaves_its_repartition_little_output_wait() {
+    // the task that only awaits the producer's end polls no input: it never counts
+    let slow = run_with_consumer_pause(PAUSE).await;
+    let fast = run_with_consumer_pause(Duration::ZERO).await;
+    let (slow_wait, fast_wait) = (
+        value(repartition(&slow), names::OUTPUT_WAIT_NANOS),
+        value(repartition(&fast), names::OUTPUT_WAIT_NANOS),
+    );
+    assert!(
+        fast_wait * 4 < slow_wait,
+        "output wait {fast_wait} ns with a fast consumer, {slow_wait} ns with a slow one:\n{}",
+        fast.render_text(0)
+    );
 }

@@ -156,7 +156,7 @@ pub const OUTPUT_WAIT_NANOS: MetricDef = def(
     Nanoseconds,
     Every,
     Sum,
-    "Time the tasks an operator spawned to produce its output (a repartition's or a merge's input side) were suspended with a batch in hand: from a poll of such a task that returned pending without its input being pending (its output channel was full, its consumer slower) to its next poll. A value of no task.",
+    "Time the tasks an operator spawned to produce its output (a repartition's or a merge's input side) were suspended with a batch in hand: from a poll of such a task that returned pending after its input gave it a batch (its output channel was full, its consumer slower) to the poll that follows. A value of no task.",
 );
 
 // ---- file scans ----
