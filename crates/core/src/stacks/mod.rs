@@ -288,7 +288,7 @@ impl Builder {
 fn is_own_function(name: &str) -> bool {
     let name = name.trim_start_matches('<');
     name.contains("::")
-        && !["core::", "std::", "alloc::"]
+        && !["core::", "std::", "alloc::", "core_arch::"]
             .iter()
             .any(|std| name.starts_with(std))
 }

@@ -87,7 +87,10 @@ pub(crate) fn module_of(file: &Path) -> Option<String> {
     let (src, mut module) = match parts.iter().rposition(|p| *p == "src") {
         Some(src) => {
             let package = *parts.get(src.checked_sub(1)?)?;
-            let in_workspace = src >= 2 && parts[src - 2] == "crates";
+            // a workspace member's `crates/NAME/src/…`, not the standard library's
+            // `/rustc/HASH/library/stdarch/crates/core_arch/src/…`
+            let in_workspace =
+                src >= 2 && parts[src - 2] == "crates" && !file.starts_with("/rustc");
             let package = if in_workspace {
                 format!("qprof_{package}")
             } else {
@@ -216,6 +219,12 @@ mod tests {
         assert_eq!(
             module("crates/cli/tests/cli/main.rs"),
             Some("cli".to_string())
+        );
+        assert_eq!(
+            module(
+                "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/stdarch/crates/core_arch/src/x86/sse2.rs"
+            ),
+            Some("core_arch::x86::sse2".to_string())
         );
         assert_eq!(module("/usr/include/string.h"), None);
     }

