@@ -5,7 +5,7 @@
 //! Rules: `bottleneck`, `skewed-tasks`, `spill`, `io-bound`, `low-read-concurrency`,
 //! `dominating-function`, `unused-dynamic-filters`, `unselective-filter`,
 //! `memory-near-limit`, `slow-planning`, `exploding-join`, `critical-path`, and the rules
-//! of [`estimates`]: `misestimate` and `untracked-memory`.
+//! of `estimates`: `misestimate` and `untracked-memory`.
 //!
 //! Rules look only at the profile (no engine), and each has a threshold under which it
 //! stays quiet, so a healthy query gets no findings.
