@@ -130,23 +130,6 @@ impl StackSamples {
         }
     }
 
-    /// Resolves stacks taken outside every operator (leaf-first addresses with counts)
-    /// into `(outermost-first function names, count)`.
-    pub fn resolve_outside(stacks: &[AddressStack]) -> Vec<(Vec<String>, u64)> {
-        let mut builder = Builder::default();
-        stacks
-            .iter()
-            .map(|(addresses, count)| {
-                let frames = builder.frames(addresses);
-                let names = frames
-                    .iter()
-                    .map(|&f| builder.functions[f as usize].clone())
-                    .collect();
-                (names, *count)
-            })
-            .collect()
-    }
-
     /// Adds `other`'s stacks to these (re-numbering its functions into this table).
     pub fn merge(&mut self, other: StackSamples) {
         if self.period_nanos == 0 {

@@ -287,16 +287,6 @@ impl SamplingSession {
             .collect()
     }
 
-    /// Takes the samples recorded so far outside every operator's frame (planning, the
-    /// caller's own code, threads qprof does not frame): their count, under an empty
-    /// stack (they are not walked).
-    pub fn take_outside(&self) -> Vec<AddressStack> {
-        self.take([0])
-            .pop()
-            .map(|(_, stacks)| stacks)
-            .unwrap_or_default()
-    }
-
     /// Samples lost since the process started: the ring was full, or the held stacks were.
     pub fn lost() -> u64 {
         LOST.load(Ordering::Relaxed)
