@@ -92,6 +92,8 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
     let rounds = args.rounds as usize;
     let mut plain_times = vec![vec![Cost::default(); rounds]; queries.len()];
     let mut profiled_times = plain_times.clone();
+    // names are resolved once per code address and process: mostly in the first round
+    let mut resolving_in_first_round = 0;
     for round in 0..rounds {
         for (i, (&q, sql)) in queries.iter().zip(&sqls).enumerate() {
             // alternate which side goes first, so neither profits from the other's caches
@@ -104,6 +106,9 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
             }
         }
         eprintln!("round {}/{} done", round + 1, rounds);
+        if round == 0 {
+            resolving_in_first_round = qprof_core::stacks::SamplingSession::cost().resolving_nanos;
+        }
     }
     println!(
         "qprof overhead, TPC-H SF {}, {} rounds: medians; ratios are medians over rounds of qprof/plain",
@@ -120,12 +125,14 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
             .sum();
         let share = |nanos: u64| nanos as f64 / 1e9 * 100.0 / profiled_cpu.max(1e-9);
         println!(
-            "stack sampler: {} samples, {:.1} µs each in the signal handler ({:.3}% of the profiled side's CPU); resolving names {:.2} ms ({:.3}%)",
+            "stack sampler: {} samples, {:.1} µs each in the signal handler ({:.3}% of the profiled side's CPU); resolving names {:.2} ms ({:.3}%), {:.2} ms of it in the first round, {:.2} ms beside the queries rather than at their ends",
             cost.samples,
             cost.handler_nanos as f64 / 1e3 / cost.samples.max(1) as f64,
             share(cost.handler_nanos),
             cost.resolving_nanos as f64 / 1e6,
             share(cost.resolving_nanos),
+            resolving_in_first_round as f64 / 1e6,
+            cost.resolving_ahead_nanos as f64 / 1e6,
         );
     }
     let updater = (updater_cpu().saturating_sub(updater_cpu_before)) as f64 / 1e9;

@@ -244,7 +244,7 @@ fn logged_metrics(
         }
     }
     let mut executions: BTreeMap<i64, (BTreeSet<_>, BTreeSet<_>)> = BTreeMap::new();
-    for file in walk(events) {
+    for file in common::files_under(events) {
         for line in std::fs::read_to_string(&file).unwrap().lines() {
             let event: Value = serde_json::from_str(line).unwrap();
             let Some(execution) = event["executionId"].as_i64() else {
@@ -277,7 +277,7 @@ fn operator_names(node: &Value) -> Vec<String> {
 
 /// The bytes of the shuffle files (Arrow IPC) under `dir`.
 fn bytes_under(dir: &Path) -> i64 {
-    walk(dir)
+    common::files_under(dir)
         .iter()
         .filter(|f| f.extension().is_some_and(|e| e == "arrow"))
         .map(|f| i64::try_from(std::fs::metadata(f).unwrap().len()).unwrap())
@@ -694,7 +694,7 @@ impl Background {
 /// The files under executors' work directories now: a later [`wait_for_new_files`]
 /// waits for shuffle output written after this.
 fn shuffle_files(works: &[PathBuf]) -> Vec<PathBuf> {
-    works.iter().flat_map(|w| walk(w)).collect()
+    works.iter().flat_map(|w| common::files_under(w)).collect()
 }
 
 /// Waits until `works` (executors' work directories) hold a file that `before` did not:
@@ -711,7 +711,7 @@ fn wait_for_new_files(works: &[PathBuf], before: &[PathBuf]) {
 fn wait_for_logged(events: &Path, text: &str) {
     let deadline = Instant::now() + RUN_DEADLINE;
     let logged = || {
-        walk(events)
+        common::files_under(events)
             .iter()
             .any(|f| std::fs::read_to_string(f).is_ok_and(|t| t.contains(text)))
     };
@@ -723,24 +723,6 @@ fn wait_for_logged(events: &Path, text: &str) {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// The files under `dir`, at any depth.
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .flat_map(|e| {
-            let path = e.path();
-            if path.is_dir() {
-                walk(&path)
-            } else {
-                vec![path]
-            }
-        })
-        .collect()
 }
 
 /// The application the scheduler logged, as `qprof serve` shows it: its REST base path.

@@ -394,6 +394,28 @@ fn the_query_page_draws_its_tasks_and_flame_graph_and_two_runs_compare() {
         operators,
         "an operator not matched by its stable id"
     );
+    assert!(
+        html.contains("id=\"compare-flame-graph\"")
+            && html.contains("data=\"qprof/v1/compare/flamegraph.svg?before="),
+        "no differential flame graph on the compare page"
+    );
+    // which Chromium draws: the second run's operators, each with its change
+    let svg = String::from_utf8_lossy(
+        &chromium(
+            &["--dump-dom"],
+            &format!(
+                "{}/qprof/v1/compare/flamegraph.svg?before={first}:0&after={second}:0",
+                server.url
+            ),
+        )
+        .stdout,
+    )
+    .into_owned();
+    assert!(svg.contains("<svg"), "not an SVG document:\n{svg}");
+    assert!(
+        svg.contains("HashJoinExec #") && svg.contains("%; "),
+        "no operator frame with its change in the differential flame graph"
+    );
     // the pickers show both runs, and a missing side shows the pickers alone
     assert!(html.contains("id=\"before-app\"") && html.contains("id=\"after-query\""));
     let dom = chromium(
@@ -432,6 +454,27 @@ fn an_operators_sampled_stacks_draw_as_its_own_flame_graph() {
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    // the stacks travel in an event of their own, after the profile's
+    let mut lines = Vec::new();
+    for file in common::files_under(&events) {
+        let text = std::fs::read_to_string(file).unwrap();
+        lines.extend(text.lines().map(str::to_string));
+    }
+    let event_of = |line: &String| {
+        serde_json::from_str::<serde_json::Value>(line).unwrap()["Event"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let profile_at = lines
+        .iter()
+        .position(|l| event_of(l) == "org.qprof.eventlog.QueryProfile")
+        .expect("a profile event");
+    assert!(!lines[profile_at].contains("\"stackSamples\""));
+    assert_eq!(
+        event_of(&lines[profile_at + 1]),
+        "org.qprof.eventlog.StackSamples"
     );
     let server = Server::start(&events);
     let app = first_app(&server);

@@ -23,6 +23,7 @@ use crate::sampling::{
     AdaptiveSampler, CALIBRATION_VECTORS, FunctionStats, Measure, Measurement, TimerCosts,
     TrackingMode, median,
 };
+use crate::stacks::CallSiteFrame;
 
 /// The costs of this machine's timers, measured once per process, each including the
 /// bookkeeping of a measured vector (finding the shard, recording the sample), measured on
@@ -219,6 +220,7 @@ impl FunctionSite {
     /// the calling thread decides.
     #[inline]
     pub fn call<T>(&self, rows: u64, call: impl FnOnce() -> T) -> T {
+        let _frame = self.frame();
         if self.count_if_unmeasured(rows) {
             call()
         } else {
@@ -329,6 +331,7 @@ impl FunctionSite {
         };
         TaskCalls {
             shard,
+            site: self.id,
             clock: self.clock,
         }
     }
@@ -339,6 +342,8 @@ impl FunctionSite {
 /// threads at once.
 pub struct TaskCalls {
     shard: Arc<SiteShard>,
+    /// The site's id.
+    site: u64,
     clock: &'static (dyn ClockSource + Sync),
 }
 
@@ -347,6 +352,7 @@ impl TaskCalls {
     /// sampler decides.
     #[inline]
     pub fn call<T>(&self, rows: u64, call: impl FnOnce() -> T) -> T {
+        let _frame = CallSiteFrame::enter(self.site);
         if self.shard.count_unmeasured(rows) {
             call()
         } else {
@@ -437,9 +443,16 @@ impl SiteShard {
 }
 
 impl FunctionSite {
-    /// An id unique in the process, for diagnostics.
+    /// An id unique in the process: what sampled stacks name the site by.
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// Names this site as evaluating on the calling thread until the frame drops, for the
+    /// stack sampler ([`crate::stacks::CallSiteFrame`]).
+    #[inline]
+    pub fn frame(&self) -> CallSiteFrame {
+        CallSiteFrame::enter(self.id)
     }
 }
 

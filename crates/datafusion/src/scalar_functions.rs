@@ -155,6 +155,7 @@ impl ScalarUDFImpl for TimedUdf {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let rows = args.number_rows as u64;
+        let _frame = self.site.frame();
         if self.site.count_if_unmeasured(rows) {
             self.inner.invoke_with_args(args)
         } else {

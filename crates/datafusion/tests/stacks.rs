@@ -122,6 +122,26 @@ async fn the_costly_functions_frame_fills_its_operators_samples() {
         caller.id,
         caller.name
     );
+    // the samples in the kernel were taken in the plan's call of the function, which they
+    // name as the call the profile measured
+    let call = &caller
+        .functions
+        .iter()
+        .find(|f| f.name == "costly")
+        .unwrap()
+        .expression;
+    let in_call: u64 = theirs
+        .iter()
+        .filter(|s| {
+            samples.call_site(s) == Some(call.as_str())
+                && samples.names(s).any(|n| n.ends_with("costly_udf_kernel"))
+        })
+        .map(|s| s.count)
+        .sum();
+    assert!(
+        in_call * 10 >= in_kernel * 9,
+        "{in_call} of the {in_kernel} samples in costly_udf_kernel name the call {call}"
+    );
     // the operator is where the samples are, and the text says what it ran
     let most = profile
         .plan

@@ -8,12 +8,17 @@
 //! sampled, an operator's self CPU is spread instead over the stacks its samples had, in
 //! proportion to their counts: the operator's frame expands into the functions that ran.
 //!
-//! An operator's own flame graph draws its sampled stacks alone, in samples.
+//! An operator's own flame graph draws its sampled stacks alone, in samples. Two runs of
+//! a query make a differential flame graph: the second run's frames, colored by how much
+//! each grew or shrank since the first.
+
+use std::collections::HashMap;
 
 use qprof_core::profile::names;
 
 use qprof_core::stacks::StackSamples;
 
+use crate::profile_diff::{DEFAULT_REGRESSION_THRESHOLD_PERCENT, diff_queries};
 use crate::profile_json::{NodeJson, QueryJson};
 
 /// Errors drawing a flame graph.
@@ -42,14 +47,22 @@ const MAX_LABEL_CHARS: usize = 90;
 /// The folded stacks of `query`'s self CPU, in microseconds, one line per frame with time
 /// of its own, in plan order: `query 3;stage 4;HashJoinExec #6;fn sum(x) 1234`.
 pub(crate) fn folded_stacks(query: &QueryJson) -> Vec<String> {
-    let mut lines = Vec::new();
     let root = format!("query {}", query.id);
-    let samples = query.stack_samples.as_ref().map(StackSamples::from);
-    for node in query.plan.iter() {
+    folded_under(query, |node| {
         let stage = node
             .stage_id
             .map_or_else(|| "no stage".to_string(), |s| format!("stage {s}"));
-        let operator = format!("{root};{stage};{}", operator_label(node));
+        format!("{root};{stage};{}", operator_label(node))
+    })
+}
+
+/// The folded stacks of `query`'s self CPU with each operator's frames under the path
+/// `operator_path` gives it.
+fn folded_under(query: &QueryJson, operator_path: impl Fn(&NodeJson) -> String) -> Vec<String> {
+    let mut lines = Vec::new();
+    let samples = query.stack_samples.as_ref().map(StackSamples::from);
+    for node in query.plan.iter() {
+        let operator = operator_path(node);
         let mut functions_nanos = 0u64;
         let mut function_lines = Vec::new();
         for f in &node.functions {
@@ -112,6 +125,56 @@ pub(crate) fn flame_graph_svg(query: &QueryJson) -> Result<String, FlameGraphErr
     options.text_truncate_direction = inferno::flamegraph::TextTruncateDirection::Right;
     let mut svg = Vec::new();
     inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)?;
+    Ok(String::from_utf8_lossy(&svg).into_owned())
+}
+
+/// Two runs of a query as a differential flame graph (SVG): each frame as wide as its self
+/// CPU in the second run (`after`), red where it grew since the first (`before`), blue
+/// where it shrank, the deeper the color the larger the change. Operators are paired as
+/// [`diff_queries`] pairs them and named by their ids in the second run; stages are left
+/// out, as a changed plan numbers them differently.
+pub(crate) fn differential_flame_graph_svg(
+    before: &QueryJson,
+    after: &QueryJson,
+) -> Result<String, FlameGraphError> {
+    let diff = diff_queries(before, after, DEFAULT_REGRESSION_THRESHOLD_PERCENT);
+    let twin_of: HashMap<usize, usize> = diff
+        .operators
+        .iter()
+        .filter_map(|o| Some((o.before_id?, o.id)))
+        .collect();
+    let before_lines = folded_under(before, |node| match twin_of.get(&node.id) {
+        Some(&id) => format!("{} #{id}", label(&node.name)),
+        None => format!("{} (first run only)", operator_label(node)),
+    });
+    let after_lines = folded_under(after, operator_label);
+    if after_lines.is_empty() {
+        return Err(FlameGraphError::Empty(after.id));
+    }
+    let mut paired = Vec::new();
+    inferno::differential::from_readers(
+        inferno::differential::Options::default(),
+        before_lines.join("\n").as_bytes(),
+        after_lines.join("\n").as_bytes(),
+        &mut paired,
+    )?;
+    let paired = String::from_utf8_lossy(&paired);
+    let mut options = inferno::flamegraph::Options::default();
+    options.title = format!(
+        "Query {} against query {}: self CPU by operator and function",
+        after.id, before.id
+    );
+    options.subtitle = Some(format!(
+        "widths: the second run ({}); red grew, blue shrank since the first ({})",
+        qprof_core::format::human_nanos(total_self_cpu(after)),
+        qprof_core::format::human_nanos(total_self_cpu(before)),
+    ));
+    options.count_name = "µs".to_string();
+    options.name_type = "Frame:".to_string();
+    options.deterministic = true;
+    options.text_truncate_direction = inferno::flamegraph::TextTruncateDirection::Right;
+    let mut svg = Vec::new();
+    inferno::flamegraph::from_lines(&mut options, paired.lines(), &mut svg)?;
     Ok(String::from_utf8_lossy(&svg).into_owned())
 }
 
@@ -243,6 +306,51 @@ mod tests {
             assert!(svg.contains(&operator_label(node)), "{}", node.name);
         }
         assert!(svg.contains("fn regexp_like"));
+    }
+
+    /// The `<title>` of the frame whose text starts with `frame`.
+    fn frame_title<'a>(svg: &'a str, frame: &str) -> &'a str {
+        let at = svg
+            .find(&format!("<title>{frame} ("))
+            .unwrap_or_else(|| panic!("no frame {frame}"));
+        let title = &svg[at + "<title>".len()..];
+        &title[..title.find("</title>").unwrap()]
+    }
+
+    #[test]
+    fn the_differential_graph_colors_what_grew_since_the_first_run() {
+        let before = query();
+        let mut after = query();
+        // the second run: the root operator's self CPU tripled, every other unchanged
+        let root = after.plan.id;
+        let grown = after
+            .plan
+            .metrics
+            .0
+            .iter_mut()
+            .find(|(name, _)| name == names::SELF_CPU_NANOS)
+            .expect("the root has self CPU");
+        let was = grown.1.value;
+        grown.1.value = was * 3;
+        let svg = differential_flame_graph_svg(&before, &after).unwrap();
+        let root_label = operator_label(&after.plan);
+        let title = frame_title(&svg, &root_label);
+        assert!(title.contains("; +"), "{root} grew: {title}");
+        for node in after.plan.iter().filter(|n| n.id != root) {
+            let own = node
+                .metrics
+                .get(names::SELF_CPU_NANOS)
+                .map_or(0, |m| m.value);
+            let functions: i64 = node.functions.iter().map(|f| f.cpu_nanos as i64).sum();
+            if (own - functions) / 1_000 > 0 {
+                let title = frame_title(&svg, &operator_label(node));
+                assert!(
+                    title.ends_with("; 0.00%)"),
+                    "{} did not change: {title}",
+                    node.id
+                );
+            }
+        }
     }
 
     #[test]

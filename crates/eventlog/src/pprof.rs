@@ -1,7 +1,7 @@
 //! Sampled stacks as a pprof profile (`perftools.profiles.Profile`, the protobuf that
 //! `go tool pprof`, speedscope, Grafana Pyroscope and Polar Signals read): one sample per
 //! distinct stack of each operator task, valued in samples and CPU nanoseconds, labelled
-//! with its query, operator and task.
+//! with its query, operator, task and the plan's function call it was taken in.
 
 use std::collections::HashMap;
 
@@ -21,6 +21,7 @@ pub fn pprof_profile(queries: &[QueryJson], time_nanos: i64) -> Vec<u8> {
     let query_key = builder.strings.intern("query");
     let operator_key = builder.strings.intern("operator");
     let task_key = builder.strings.intern("task");
+    let function_key = builder.strings.intern("function");
     let mut period = 0;
     let mut duration_nanos = 0i64;
     let mut out_samples = Vec::new();
@@ -60,6 +61,16 @@ pub fn pprof_profile(queries: &[QueryJson], time_nanos: i64) -> Vec<u8> {
                     ..Label::default()
                 },
             ];
+            if let Some(site) = stack
+                .call_site
+                .and_then(|s| stacks.call_sites.get(s as usize))
+            {
+                label.push(Label {
+                    key: function_key,
+                    str: builder.strings.intern(site),
+                    ..Label::default()
+                });
+            }
             if let Some([_, task, _]) = stack.task {
                 label.push(Label {
                     key: task_key,

@@ -231,6 +231,12 @@ pub struct CriticalStepJson {
     /// That operator's share of the task's self CPU, in percent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_percent: Option<u8>,
+    /// For a join, the phase that took most of its CPU in the task (`hash probe`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// That phase's share of the join's CPU in the task, in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase_cpu_percent: Option<u8>,
 }
 
 impl From<&CriticalStep> for CriticalStepJson {
@@ -242,8 +248,18 @@ impl From<&CriticalStep> for CriticalStepJson {
             start_epoch_millis: s.start_epoch_millis,
             finish_epoch_millis: s.finish_epoch_millis,
             own_millis: s.own_millis,
-            node_id: s.hottest.as_ref().map(|h| h.0),
-            cpu_percent: s.hottest.as_ref().map(|h| h.2),
+            node_id: s.hottest.as_ref().map(|h| h.node_id),
+            cpu_percent: s.hottest.as_ref().map(|h| h.cpu_percent),
+            phase: s
+                .hottest
+                .as_ref()
+                .and_then(|h| h.phase.as_ref())
+                .map(|(phase, _)| phase.clone()),
+            phase_cpu_percent: s
+                .hottest
+                .as_ref()
+                .and_then(|h| h.phase.as_ref())
+                .map(|(_, share)| *share),
         }
     }
 }
@@ -257,6 +273,10 @@ pub struct StackSamplesJson {
     pub period_nanos: u64,
     /// Function names; stacks refer to them by position.
     pub functions: Vec<String>,
+    /// The plan's function calls samples were taken in, as written; stacks refer to them
+    /// by position.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub call_sites: Vec<String>,
     /// Each distinct stack of each operator task.
     pub stacks: Vec<SampledStackJson>,
 }
@@ -301,6 +321,9 @@ pub struct SampledStackJson {
     pub task: Option<[u64; 3]>,
     /// Samples with this stack.
     pub count: u64,
+    /// The plan's function call evaluating, as a position in `callSites`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_site: Option<u32>,
     /// Positions in `functions`, outermost call first.
     pub frames: Vec<u32>,
 }
@@ -310,6 +333,7 @@ impl From<&StackSamples> for StackSamplesJson {
         StackSamplesJson {
             period_nanos: s.period_nanos,
             functions: s.functions.clone(),
+            call_sites: s.call_sites.clone(),
             stacks: s
                 .stacks
                 .iter()
@@ -319,6 +343,7 @@ impl From<&StackSamples> for StackSamplesJson {
                         .task
                         .map(|t| [u64::from(t.stage_id), t.task_id, u64::from(t.partition)]),
                     count: stack.count,
+                    call_site: stack.call_site,
                     frames: stack.frames.clone(),
                 })
                 .collect(),
@@ -331,6 +356,7 @@ impl From<&StackSamplesJson> for StackSamples {
         StackSamples {
             period_nanos: s.period_nanos,
             functions: s.functions.clone(),
+            call_sites: s.call_sites.clone(),
             stacks: s
                 .stacks
                 .iter()
@@ -343,6 +369,9 @@ impl From<&StackSamplesJson> for StackSamples {
                         partition: partition as u32,
                     }),
                     count: stack.count,
+                    call_site: stack
+                        .call_site
+                        .filter(|&c| (c as usize) < s.call_sites.len()),
                     frames: stack
                         .frames
                         .iter()

@@ -56,6 +56,9 @@ pub(crate) mod events {
     /// qprof's extension event: a query's full profile, which Spark has no event for.
     /// Spark's history server skips it as an unknown event.
     pub(crate) const QPROF_QUERY_PROFILE: &str = "org.qprof.eventlog.QueryProfile";
+    /// qprof's extension event: a query's sampled native stacks, written after its
+    /// profile in an event of their own, so that reading a profile does not read them.
+    pub(crate) const QPROF_STACK_SAMPLES: &str = "org.qprof.eventlog.StackSamples";
 }
 
 /// Spark's executor metric names, in the order Spark writes them.

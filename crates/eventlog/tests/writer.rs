@@ -9,6 +9,7 @@ use qprof_core::profile::{
     FunctionProfile, NodeMetric, ProfileNode, QueryProfile, StageProfile, TaskMetric, TaskProfile,
     names,
 };
+use qprof_core::stacks::{SampledStack, StackSamples};
 use qprof_eventlog::QueryRecord;
 use qprof_eventlog::Replay;
 use qprof_eventlog::discover;
@@ -197,7 +198,30 @@ fn profile() -> QueryProfile {
         memory: Vec::new(),
         memory_pool: None,
         planning: None,
-        stack_samples: None,
+        stack_samples: Some(StackSamples {
+            period_nanos: 10_101_010,
+            functions: vec![
+                "arrow_select::take::take_native".into(),
+                "upper_kernel".into(),
+            ],
+            call_sites: vec!["upper(t.k)".into()],
+            stacks: vec![
+                SampledStack {
+                    node_id: 2,
+                    task: Some(task(3, 10)),
+                    call_site: Some(0),
+                    frames: vec![1],
+                    count: 7,
+                },
+                SampledStack {
+                    node_id: 1,
+                    task: None,
+                    call_site: None,
+                    frames: vec![0],
+                    count: 2,
+                },
+            ],
+        }),
     }
 }
 
@@ -252,8 +276,43 @@ fn a_written_log_replays_to_the_profile() {
     let state = replay.state();
     assert!(!replay.source().in_progress);
     assert_eq!(state.skipped.corrupt_lines, 0);
-    // the extension event is known to qprof's reader
+    // the extension events are known to qprof's reader
     assert_eq!(state.skipped.unknown_events, 0);
+    // the sampled stacks travel apart from the profile, and are served with it
+    let logged = rest::logged_profile(state, 0).unwrap();
+    assert_eq!(
+        logged.stack_samples.as_ref().map(StackSamples::from),
+        profile().stack_samples
+    );
+    let mut lines = Vec::new();
+    let mut pending = vec![dir.clone()];
+    while let Some(path) = pending.pop() {
+        if path.is_dir() {
+            pending.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        } else {
+            let text = std::fs::read_to_string(&path).unwrap();
+            lines.extend(
+                text.lines()
+                    .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+            );
+        }
+    }
+    let profiles: Vec<&Value> = lines
+        .iter()
+        .filter(|e| e["Event"] == "org.qprof.eventlog.QueryProfile")
+        .collect();
+    assert_eq!(profiles.len(), 2);
+    assert!(
+        profiles
+            .iter()
+            .all(|e| e["profile"].get("stackSamples").is_none())
+    );
+    let samples: Vec<&Value> = lines
+        .iter()
+        .filter(|e| e["Event"] == "org.qprof.eventlog.StackSamples")
+        .collect();
+    assert_eq!(samples.len(), 2);
+    assert_eq!(samples[0]["stackSamples"]["callSites"][0], "upper(t.k)");
     assert_eq!(state.info.name.as_deref(), Some("qprof test"));
     assert_eq!(state.info.end_time, Some(T0 + 2000));
     assert_eq!(state.executions.len(), 2);

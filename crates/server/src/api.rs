@@ -459,6 +459,10 @@ pub(crate) fn qprof_v1(store: &LogStore, segments: &[&str], params: &Params) -> 
             })))
         }
         ["compare"] => compare(store, params),
+        ["compare", "flamegraph.svg"] => Ok(Answer::Svg(rest::qprof_differential_flame_graph(
+            &compared_run(store, params, "before")?,
+            &compared_run(store, params, "after")?,
+        )?)),
         _ => Err(ApiError::NotFound(format!(
             "no such endpoint: /qprof/v1/{}",
             segments.join("/")
@@ -515,19 +519,6 @@ fn first_attempt_replay(store: &LogStore, id: &str) -> Result<Arc<Replay>, ApiEr
 /// `/qprof/v1/compare?before=APP:SQLID&after=APP:SQLID[&threshold=PCT]`: two logged runs
 /// of a query compared operator by operator ([`profile_diff`]).
 fn compare(store: &LogStore, params: &Params) -> ApiResult {
-    let side = |key: &str| -> Result<QueryJson, ApiError> {
-        let spec = params.get(key).ok_or_else(|| {
-            ApiError::BadRequest(format!("parameter '{key}' (APP:SQLID) is missing"))
-        })?;
-        let (app, exec) = spec.rsplit_once(':').ok_or_else(|| {
-            ApiError::BadRequest(format!("parameter '{key}' must be APP:SQLID, not '{spec}'"))
-        })?;
-        let exec = id_segment(exec, "query execution id")?;
-        Ok(rest::logged_profile(
-            first_attempt_replay(store, app)?.state(),
-            exec,
-        )?)
-    };
     let threshold = match params.get("threshold") {
         None => DEFAULT_REGRESSION_THRESHOLD_PERCENT,
         Some(v) => v
@@ -540,11 +531,29 @@ fn compare(store: &LogStore, params: &Params) -> ApiResult {
                 ))
             })?,
     };
-    let (before, after) = (side("before")?, side("after")?);
+    let (before, after) = (
+        compared_run(store, params, "before")?,
+        compared_run(store, params, "after")?,
+    );
     let mut answer = diff_queries(&before, &after, threshold).to_json();
     answer["thresholdPercent"] = json!(threshold);
     answer["sql"] = json!([before.sql, after.sql]);
     Ok(Answer::Json(answer))
+}
+
+/// The logged profile of the run parameter `key` names (`APP:SQLID`).
+fn compared_run(store: &LogStore, params: &Params, key: &str) -> Result<QueryJson, ApiError> {
+    let spec = params
+        .get(key)
+        .ok_or_else(|| ApiError::BadRequest(format!("parameter '{key}' (APP:SQLID) is missing")))?;
+    let (app, exec) = spec.rsplit_once(':').ok_or_else(|| {
+        ApiError::BadRequest(format!("parameter '{key}' must be APP:SQLID, not '{spec}'"))
+    })?;
+    let exec = id_segment(exec, "query execution id")?;
+    Ok(rest::logged_profile(
+        first_attempt_replay(store, app)?.state(),
+        exec,
+    )?)
 }
 
 /// `/qprof/v1/status`: the log directory as the server last scanned it (the entries it

@@ -414,6 +414,32 @@ async fn two_runs_compare_operator_by_operator() {
         filter["selfCpuNanos"],
         serde_json::json!([4_000_000, 44_000_000])
     );
+    // the differential flame graph: the filter's frame grew, the scan's did not
+    let diff_svg = get(
+        &dir,
+        &format!("/qprof/v1/compare/flamegraph.svg?before={first}:0&after={second}:0"),
+    )
+    .await;
+    assert_eq!(diff_svg.status, StatusCode::OK);
+    assert!(diff_svg.content_type.starts_with("image/svg+xml"));
+    let svg = String::from_utf8_lossy(&diff_svg.body);
+    let title_of = |frame: &str| -> String {
+        let at = svg
+            .find(&format!("<title>{frame} ("))
+            .unwrap_or_else(|| panic!("no frame {frame} in {svg}"));
+        svg[at..].split("</title>").next().unwrap().to_string()
+    };
+    let filter_id = filter["id"].as_u64().unwrap();
+    assert!(
+        title_of(&format!("FilterExec #{filter_id}")).contains("; +"),
+        "the filter grew"
+    );
+    let missing_side = get(
+        &dir,
+        &format!("/qprof/v1/compare/flamegraph.svg?before={first}:0"),
+    )
+    .await;
+    assert_eq!(missing_side.status, StatusCode::BAD_REQUEST);
     // a threshold above the growth (1,000 %) flags nothing
     let lenient = get(&dir, &uri(&first, &second, "&threshold=1001"))
         .await

@@ -53,3 +53,21 @@ pub(crate) fn http_get(port: u16, path: &str) -> Option<(u16, Vec<u8>)> {
     let status = head.split_whitespace().nth(1)?.parse().ok()?;
     Some((status, raw[split + 4..].to_vec()))
 }
+
+/// The files under `dir`, at any depth (none if it cannot be read).
+pub(crate) fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .flat_map(|e| {
+            let path = e.path();
+            if path.is_dir() {
+                files_under(&path)
+            } else {
+                vec![path]
+            }
+        })
+        .collect()
+}

@@ -17,18 +17,39 @@ pub(crate) fn workspace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// A fresh directory, unique to this call: tests run on parallel threads, and two Chromiums
-/// given one profile directory hand their page to each other and print nothing.
-pub(crate) fn temp_dir(name: &str) -> PathBuf {
-    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!(
-        "qprof-history-{name}-{}-{call}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory, unique to this call (tests run on parallel threads, and two
+/// Chromiums given one profile directory hand their page to each other and print nothing),
+/// removed when dropped, whether the test passed or failed.
+pub(crate) fn temp_dir(name: &str) -> TestDir {
+    TestDir(
+        tempfile::Builder::new()
+            .prefix(&format!("qprof-history-{name}-"))
+            .tempdir()
+            .unwrap(),
+    )
+}
+
+/// A test's directory, removed when dropped.
+pub(crate) struct TestDir(tempfile::TempDir);
+
+impl std::ops::Deref for TestDir {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<Path> for TestDir {
+    fn as_ref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for TestDir {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.path().as_os_str()
+    }
 }
 
 /// A running `qprof serve`, stopped on drop.

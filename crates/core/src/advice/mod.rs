@@ -543,15 +543,21 @@ fn critical_path(profile: &QueryProfile, out: &mut Vec<Finding>) {
         format::human_nanos(own_nanos),
     );
     match &longest.hottest {
-        Some((id, name, cpu)) => {
-            message.push_str(&format!("spent {cpu}% of its CPU in #{id} {name}"));
+        Some(hottest) => {
+            message.push_str(&format!(
+                "spent {}% of its CPU in #{} {}",
+                hottest.cpu_percent, hottest.node_id, hottest.name
+            ));
+            if let Some((phase, share)) = &hottest.phase {
+                message.push_str(&format!(", {share}% of that in its {phase} phase"));
+            }
         }
         None => message.push_str("measured no operator CPU"),
     }
     out.push(Finding {
         rule: "critical-path",
         severity: Severity::Info,
-        node_id: longest.hottest.as_ref().map(|(id, _, _)| *id),
+        node_id: longest.hottest.as_ref().map(|h| h.node_id),
         stage_id: Some(longest.stage_id),
         message,
         numbers: vec![

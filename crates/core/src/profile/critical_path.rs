@@ -3,7 +3,8 @@
 //! It starts at the stage that produced the query's output, at the task of that stage
 //! that finished last; from a stage it goes to the input stage that finished last (the
 //! one the stage waited on longest), at that stage's last task, until a stage with no
-//! input stage. Each step names the operator that took most of its task's own CPU.
+//! input stage. Each step names the operator that took most of its task's own CPU (and,
+//! for a join, the phase that took most of the join's).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -25,9 +26,34 @@ pub struct CriticalStep {
     /// Its own part of the path: its wall time less the time the next step (its input's
     /// last task) ran beside it, in ms.
     pub own_millis: u64,
-    /// The operator of the stage with the most self CPU in that task, and its share of
-    /// the task's self CPU in percent (`None` when the task measured none).
-    pub hottest: Option<(usize, String, u8)>,
+    /// The operator of the stage with the most self CPU in that task (`None` when the
+    /// task measured none).
+    pub hottest: Option<HottestOperator>,
+}
+
+/// The operator that took most of a task's own CPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HottestOperator {
+    /// Its node id.
+    pub node_id: usize,
+    /// Its name.
+    pub name: String,
+    /// Its share of the task's self CPU, in percent.
+    pub cpu_percent: u8,
+    /// For a join, the phase that took most of its CPU in the task, in words
+    /// (`hash probe`), with that phase's share of the join's CPU in percent.
+    pub phase: Option<(String, u8)>,
+}
+
+impl std::fmt::Display for HottestOperator {
+    /// `61% #13 HashJoinExec (hash probe 90%)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}% #{} {}", self.cpu_percent, self.node_id, self.name)?;
+        if let Some((phase, share)) = &self.phase {
+            write!(f, " ({phase} {share}%)")?;
+        }
+        Ok(())
+    }
 }
 
 impl CriticalStep {
@@ -104,9 +130,9 @@ impl QueryProfile {
     }
 
     /// The operator of `stage` with the most self CPU in task `task_id`, with its share.
-    fn hottest_operator(&self, stage: &StageProfile, task_id: u64) -> Option<(usize, String, u8)> {
-        let in_task = |node: &ProfileNode| -> i64 {
-            node.metric(names::SELF_CPU_NANOS).map_or(0, |m| {
+    fn hottest_operator(&self, stage: &StageProfile, task_id: u64) -> Option<HottestOperator> {
+        let in_task = |node: &ProfileNode, metric: &str| -> i64 {
+            node.metric(metric).map_or(0, |m| {
                 m.tasks
                     .iter()
                     .filter(|t| t.task.is_some_and(|t| t.task_id == task_id))
@@ -118,13 +144,39 @@ impl QueryProfile {
             .plan
             .iter()
             .filter(|n| stage.node_ids.contains(&n.id))
-            .map(|n| (n, in_task(n)))
+            .map(|n| (n, in_task(n, names::SELF_CPU_NANOS)))
             .collect();
         let total: i64 = nodes.iter().map(|(_, cpu)| cpu).sum();
         let (node, cpu) = nodes
             .into_iter()
             .max_by_key(|(n, cpu)| (*cpu, std::cmp::Reverse(n.id)))?;
-        (total > 0).then(|| (node.id, node.name.clone(), (cpu * 100 / total) as u8))
+        if total <= 0 {
+            return None;
+        }
+        // a join's phases split its own CPU: the larger names where it went
+        let phase = names::JOIN_PHASE_PREFIXES
+            .iter()
+            .flat_map(|(build, probe)| [*build, *probe])
+            .map(|prefix| (prefix, in_task(node, &format!("{prefix}CpuNanos"))))
+            .filter(|(_, phase_cpu)| *phase_cpu > 0)
+            .max_by_key(|(_, phase_cpu)| *phase_cpu)
+            .map(|(prefix, phase_cpu)| {
+                let phases: i64 = names::JOIN_PHASE_PREFIXES
+                    .iter()
+                    .flat_map(|(build, probe)| [*build, *probe])
+                    .map(|p| in_task(node, &format!("{p}CpuNanos")))
+                    .sum();
+                (
+                    crate::format::camel_words(prefix),
+                    (phase_cpu * 100 / phases.max(1)) as u8,
+                )
+            });
+        Some(HottestOperator {
+            node_id: node.id,
+            name: node.name.clone(),
+            cpu_percent: (cpu * 100 / total) as u8,
+            phase,
+        })
     }
 }
 

@@ -8,7 +8,7 @@ pub mod fixtures;
 pub mod names;
 mod render;
 
-pub use critical_path::CriticalStep;
+pub use critical_path::{CriticalStep, HottestOperator};
 #[cfg(test)]
 mod tests;
 

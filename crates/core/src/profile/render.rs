@@ -292,7 +292,7 @@ fn critical_step(step: &CriticalStep) -> String {
     let hottest = step
         .hottest
         .as_ref()
-        .map(|(id, name, share)| format!(", {share}% #{id} {name}"))
+        .map(|hottest| format!(", {hottest}"))
         .unwrap_or_default();
     format!(
         "stage {} task {} ({}{hottest})",

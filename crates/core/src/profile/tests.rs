@@ -123,8 +123,23 @@ fn function_names_shorten_to_their_last_two_segments() {
 
 /// The sample cut in two stages: its scan (node 2) in stage 1 with a fast task and a
 /// skewed one, the rest in stage 0 reading it.
+/// Values of tasks of stage 1: (task id, partition, value).
+fn stage_1_values<const N: usize>(values: [(u64, u32, i64); N]) -> Vec<crate::metric::TaskValue> {
+    values
+        .into_iter()
+        .map(|(task_id, partition, value)| crate::metric::TaskValue {
+            task: Some(crate::metric::TaskRef {
+                stage_id: 1,
+                stage_attempt: 0,
+                task_id,
+                partition,
+            }),
+            value,
+        })
+        .collect()
+}
+
 fn two_stages_with_a_skewed_task() -> QueryProfile {
-    use crate::metric::{TaskRef, TaskValue};
     let mut p = fixtures::sample();
     let mut stage1 = p.stages[0].clone();
     stage1.id = 1;
@@ -149,18 +164,7 @@ fn two_stages_with_a_skewed_task() -> QueryProfile {
         .iter_mut()
         .find(|m| m.name == names::SELF_CPU_NANOS)
         .unwrap();
-    cpu.tasks = [(10, 0, 100_000_000), (11, 1, 2_900_000_000)]
-        .into_iter()
-        .map(|(task_id, partition, value)| TaskValue {
-            task: Some(TaskRef {
-                stage_id: 1,
-                stage_attempt: 0,
-                task_id,
-                partition,
-            }),
-            value,
-        })
-        .collect();
+    cpu.tasks = stage_1_values([(10, 0, 100_000_000), (11, 1, 2_900_000_000)]);
     p.duration_nanos = 3_200_000_000;
     p
 }
@@ -177,7 +181,12 @@ fn the_critical_path_goes_through_each_stages_last_task() {
     // the skewed task's only operator took all of its CPU
     assert_eq!(
         path[1].hottest,
-        Some((2, "DataSourceExec".to_string(), 100))
+        Some(super::HottestOperator {
+            node_id: 2,
+            name: "DataSourceExec".to_string(),
+            cpu_percent: 100,
+            phase: None,
+        })
     );
     let text = p.render_text(0);
     assert!(
@@ -206,4 +215,50 @@ fn the_critical_path_goes_through_each_stages_last_task() {
             .any(|f| f.rule == "critical-path")
     );
     assert!(!fixtures::sample().render_text(0).contains("critical path"));
+}
+
+#[test]
+fn a_join_on_the_critical_path_names_the_phase_that_took_its_cpu() {
+    let mut p = two_stages_with_a_skewed_task();
+    let scan = &mut p.plan.children[0].children[0];
+    scan.name = "HashJoinExec".to_string();
+    let template = scan.metrics[0].clone();
+    // the skewed task's join: 0.4 s building, 2.5 s probing; the other task built longer
+    for (name, values) in [
+        (
+            "hashBuildCpuNanos",
+            [(10, 0, 90_000_000), (11, 1, 400_000_000)],
+        ),
+        (
+            "hashProbeCpuNanos",
+            [(10, 0, 10_000_000), (11, 1, 2_500_000_000)],
+        ),
+    ] {
+        let mut metric = template.clone();
+        metric.name = name.to_string();
+        metric.tasks = stage_1_values(values);
+        metric.value = metric.tasks.iter().map(|t| t.value).sum();
+        scan.metrics.push(metric);
+    }
+    let path = p.critical_path();
+    let hottest = path[1].hottest.as_ref().unwrap();
+    // 2.5 s of the 2.9 s the two phases measured in task 11
+    assert_eq!(hottest.phase, Some(("hash probe".to_string(), 86)));
+    assert!(
+        p.render_text(0)
+            .contains("stage 1 task 11 (3.00 s, 100% #2 HashJoinExec (hash probe 86%))"),
+        "{}",
+        p.render_text(0)
+    );
+    let finding = crate::advice::advise(&p)
+        .into_iter()
+        .find(|f| f.rule == "critical-path")
+        .unwrap();
+    assert!(
+        finding
+            .message
+            .contains("#2 HashJoinExec, 86% of that in its hash probe phase"),
+        "{}",
+        finding.message
+    );
 }

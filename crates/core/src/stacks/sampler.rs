@@ -44,6 +44,12 @@ thread_local! {
     static CURRENT_KEY: Cell<u64> = const { Cell::new(0) };
 }
 
+thread_local! {
+    /// The id of the function call site evaluating on this thread; 0 outside every call.
+    /// As [`CURRENT_KEY`], read by the signal handler.
+    static CURRENT_SITE: Cell<u64> = const { Cell::new(0) };
+}
+
 /// Names the operator task running on this thread for the samples taken from now on
 /// (0: none).
 #[inline]
@@ -51,9 +57,17 @@ pub(crate) fn set_current_key(key: u64) {
     let _ = CURRENT_KEY.try_with(|k| k.set(key));
 }
 
+/// Names the function call site evaluating on this thread for the samples taken from now
+/// on (0: none); returns the one it replaces.
+#[inline]
+pub(crate) fn swap_current_site(site: u64) -> u64 {
+    CURRENT_SITE.try_with(|s| s.replace(site)).unwrap_or(0)
+}
+
 struct Slot {
     state: AtomicU8,
     key: AtomicU64,
+    site: AtomicU64,
     /// The interrupted instruction, where the platform tells it: the stack is cut there,
     /// dropping the handler's own frames.
     pc: AtomicUsize,
@@ -66,6 +80,7 @@ impl Slot {
         Slot {
             state: AtomicU8::new(EMPTY),
             key: AtomicU64::new(0),
+            site: AtomicU64::new(0),
             pc: AtomicUsize::new(0),
             depth: AtomicUsize::new(0),
             ips: std::array::from_fn(|_| AtomicUsize::new(0)),
@@ -114,13 +129,25 @@ pub struct SamplingCost {
     pub samples: u64,
     /// Time the signal handler took in all, in nanoseconds of the sampled threads' time.
     pub handler_nanos: u64,
-    /// Time spent resolving addresses to function names (once per address, when the
-    /// queries that sampled them ended), in nanoseconds.
+    /// Time spent resolving addresses to function names (once per address), in
+    /// nanoseconds.
     pub resolving_nanos: u64,
+    /// Of that, the time the drain thread spent resolving while queries ran, rather than
+    /// when they ended.
+    pub resolving_ahead_nanos: u64,
 }
 
-/// A distinct stack (return addresses, leaf first) and how many samples had it.
-pub type AddressStack = (Box<[usize]>, u64);
+/// A distinct stack of one operator task, as taken from the sampler.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddressStack {
+    /// The function call site that was evaluating ([`crate::call_site::FunctionSite::id`]);
+    /// 0 for none.
+    pub call_site: u64,
+    /// Return addresses, leaf first.
+    pub addresses: Box<[usize]>,
+    /// Samples that had this stack.
+    pub count: u64,
+}
 
 /// Why sampling could not start.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -139,28 +166,35 @@ pub enum StackSamplerError {
     System(String),
 }
 
-/// Samples held for taking: per sample key, each distinct stack (leaf first) and how many
-/// samples had it.
+/// A call site and a stack (leaf first).
+type SiteStack = (u64, Box<[usize]>);
+
+/// Samples held for taking: per sample key, each distinct call site and stack, and how
+/// many samples had it.
 #[derive(Default)]
 struct Held {
-    by_key: HashMap<u64, HashMap<Box<[usize]>, u64>>,
+    by_key: HashMap<u64, HashMap<SiteStack, u64>>,
     distinct: usize,
 }
 
 impl Held {
-    fn add(&mut self, key: u64, stack: Box<[usize]>) {
+    /// Counts a sample; true if its stack is new to the held ones.
+    fn add(&mut self, key: u64, stack: SiteStack) -> bool {
         let stacks = self.by_key.entry(key).or_default();
         if let Some(count) = stacks.get_mut(&stack) {
             *count += 1;
+            false
         } else if self.distinct < MAX_HELD_STACKS {
             stacks.insert(stack, 1);
             self.distinct += 1;
+            true
         } else {
             LOST.fetch_add(1, Ordering::Relaxed);
+            false
         }
     }
 
-    fn remove(&mut self, key: u64) -> Option<HashMap<Box<[usize]>, u64>> {
+    fn remove(&mut self, key: u64) -> Option<HashMap<SiteStack, u64>> {
         let stacks = self.by_key.remove(&key)?;
         self.distinct -= stacks.len();
         Some(stacks)
@@ -274,15 +308,23 @@ impl SamplingSession {
         1_000_000_000 / u64::from(self.hz)
     }
 
-    /// Takes the samples recorded so far under each of `keys`: per key, each distinct stack
-    /// (return addresses, leaf first) and its count. Samples taken are forgotten.
+    /// Takes the samples recorded so far under each of `keys`: per key, each distinct call
+    /// site and stack, and its count. Samples taken are forgotten.
     pub fn take(&self, keys: impl IntoIterator<Item = u64>) -> Vec<(u64, Vec<AddressStack>)> {
         let mut state = state();
         drain_ring(&mut state.held);
         keys.into_iter()
             .filter_map(|key| {
                 let stacks = state.held.remove(key)?;
-                Some((key, stacks.into_iter().collect()))
+                let stacks = stacks
+                    .into_iter()
+                    .map(|((call_site, addresses), count)| AddressStack {
+                        call_site,
+                        addresses,
+                        count,
+                    })
+                    .collect();
+                Some((key, stacks))
             })
             .collect()
     }
@@ -298,6 +340,7 @@ impl SamplingSession {
             samples: RECORDED.load(Ordering::Relaxed),
             handler_nanos: SystemClock.ticks_to_nanos(HANDLER_TICKS.load(Ordering::Relaxed)),
             resolving_nanos: super::symbols::resolving_nanos(),
+            resolving_ahead_nanos: super::symbols::resolving_ahead_nanos(),
         }
     }
 }
@@ -331,7 +374,15 @@ impl Drop for SamplingSession {
 fn drain_loop() {
     let mut state = state();
     while state.sessions > 0 {
-        drain_ring(&mut state.held);
+        let fresh = drain_ring(&mut state.held);
+        drop(state);
+        // the names of new stacks' addresses, resolved beside the running queries rather
+        // than when they end (stopping as soon as sampling does)
+        super::symbols::resolve_ahead(&fresh, || !ACTIVE.load(Ordering::Acquire));
+        state = self::state();
+        if state.sessions == 0 {
+            break;
+        }
         state = WAKE
             .wait_timeout(state, DRAIN_EVERY)
             .unwrap_or_else(PoisonError::into_inner)
@@ -339,16 +390,19 @@ fn drain_loop() {
     }
 }
 
-/// Moves every published sample of the ring into `held`.
-fn drain_ring(held: &mut Held) {
+/// Moves every published sample of the ring into `held`; returns the addresses of the
+/// stacks new to it.
+fn drain_ring(held: &mut Held) -> Vec<usize> {
+    let mut fresh = Vec::new();
     let Some(ring) = RING.get() else {
-        return;
+        return fresh;
     };
     for slot in ring.iter() {
         if slot.state.load(Ordering::Acquire) != READY {
             continue;
         }
         let key = slot.key.load(Ordering::Relaxed);
+        let site = slot.site.load(Ordering::Relaxed);
         let pc = slot.pc.load(Ordering::Relaxed);
         let depth = slot.depth.load(Ordering::Relaxed).min(MAX_DEPTH);
         let ips: Vec<usize> = slot.ips[..depth]
@@ -363,8 +417,14 @@ fn drain_ring(held: &mut Held) {
             .iter()
             .rposition(|&ip| ip != 0)
             .map_or(from, |last| last + 1);
-        held.add(key, ips[from..to.max(from)].into());
+        let stack: Box<[usize]> = ips[from..to.max(from)].into();
+        if held.add(key, (site, stack.clone())) {
+            fresh.extend_from_slice(&stack);
+        }
     }
+    fresh.sort_unstable();
+    fresh.dedup();
+    fresh
 }
 
 /// Records one sample of the calling thread: what the signal handler runs.
@@ -398,6 +458,7 @@ fn record_from(pc: usize) {
     // a sample outside every operator is counted, not walked: no profile shows its stack
     if key == 0 {
         slot.key.store(key, Ordering::Relaxed);
+        slot.site.store(0, Ordering::Relaxed);
         slot.pc.store(pc, Ordering::Relaxed);
         slot.depth.store(0, Ordering::Relaxed);
         slot.state.store(READY, Ordering::Release);
@@ -418,6 +479,10 @@ fn record_from(pc: usize) {
         });
     }
     slot.key.store(key, Ordering::Relaxed);
+    slot.site.store(
+        CURRENT_SITE.try_with(Cell::get).unwrap_or(0),
+        Ordering::Relaxed,
+    );
     slot.pc.store(pc, Ordering::Relaxed);
     slot.depth.store(depth, Ordering::Relaxed);
     slot.state.store(READY, Ordering::Release);

@@ -51,6 +51,35 @@ pub(crate) fn functions_at(address: usize) -> Functions {
 
 /// Time spent resolving addresses since the process started, in nanoseconds.
 static RESOLVING_NANOS: AtomicU64 = AtomicU64::new(0);
+/// Of that, the time spent by [`resolve_ahead`].
+static RESOLVING_AHEAD_NANOS: AtomicU64 = AtomicU64::new(0);
+
+/// Resolves those of `addresses` not resolved yet, so that taking a query's samples finds
+/// their names ready; stops early when `stop` says so.
+pub(crate) fn resolve_ahead(addresses: &[usize], stop: impl Fn() -> bool) {
+    let started = std::time::Instant::now();
+    for &address in addresses {
+        if stop() {
+            break;
+        }
+        let known = RESOLVED
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(&address);
+        if !known {
+            functions_at(address);
+        }
+    }
+    RESOLVING_AHEAD_NANOS.fetch_add(
+        u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
+        Ordering::Relaxed,
+    );
+}
+
+/// Time [`resolve_ahead`] spent since the process started, in nanoseconds.
+pub(crate) fn resolving_ahead_nanos() -> u64 {
+    RESOLVING_AHEAD_NANOS.load(Ordering::Relaxed)
+}
 
 /// Time spent resolving addresses to names since the process started, in nanoseconds
 /// (each address is resolved once).

@@ -48,6 +48,7 @@ fn samples_name_the_operator_task_and_the_function_running_in_it() {
         (busy.sample_key(), 3, Some(task_ref(1))),
         (idle.sample_key(), 4, Some(task_ref(2))),
     ];
+    let call_sites = HashMap::from([(77, "spin(x)".to_string())]);
     let mut taken = StackSamples::default();
     let deadline = Instant::now() + Duration::from_secs(60);
     // burn CPU inside the busy task's frame until 50 samples came from it
@@ -55,9 +56,10 @@ fn samples_name_the_operator_task_and_the_function_running_in_it() {
         assert!(Instant::now() < deadline, "fewer than 50 samples in 60 s");
         {
             let _frame = attribution::enter(&SystemClock, &busy);
+            let _call = CallSiteFrame::enter(77);
             std::hint::black_box(spin_for_the_stack_sampler(2_000_000));
         }
-        taken.merge(StackSamples::take(&session, &tasks, |name| {
+        taken.merge(StackSamples::take(&session, &tasks, &call_sites, |name| {
             name.ends_with("samples_name_the_operator_task_and_the_function_running_in_it")
         }));
     }
@@ -111,6 +113,18 @@ fn samples_name_the_operator_task_and_the_function_running_in_it() {
         .map(|s| s.count)
         .sum();
     assert!(from_spin * 10 >= total * 9, "{from_spin} of {total}");
+    // the samples taken in the call carry its site, the outermost frame of their folded
+    // stacks
+    let in_call: u64 = taken
+        .stacks
+        .iter()
+        .filter(|s| taken.call_site(s) == Some("spin(x)"))
+        .map(|s| s.count)
+        .sum();
+    assert!(
+        in_call * 10 >= total * 9,
+        "{in_call} of {total} in the call"
+    );
     assert!(
         !taken.stacks.iter().any(|s| taken
             .names(s)
@@ -124,4 +138,10 @@ fn samples_name_the_operator_task_and_the_function_running_in_it() {
     let folded = taken.folded(Some(3), |n| format!("op {n}"));
     let folded_total: u64 = folded.iter().map(|(_, count)| count).sum();
     assert_eq!(folded_total, total);
+    let under_call: u64 = folded
+        .iter()
+        .filter(|(line, _)| line.starts_with("fn spin(x);"))
+        .map(|(_, count)| count)
+        .sum();
+    assert_eq!(under_call, in_call);
 }

@@ -15,7 +15,7 @@ use qprof_core::profile::{QueryProfile, StageProfile, TaskProfile, names};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::profile_json::{FORMAT_VERSION, OrderedMap, QueryJson};
+use crate::profile_json::{FORMAT_VERSION, OrderedMap, QueryJson, StackSamplesJson};
 use crate::spark::events;
 use sql::{Accumulators, plan_info, sql_end, sql_start, uuid_v4, with_function_metrics};
 use stages::{NodeIndex, executor_metrics, index, parent_stages, stage_info};
@@ -112,6 +112,21 @@ pub(crate) enum QueryEvent {
     TaskEnd(Box<TaskEnd>),
     /// qprof's profile of the query.
     Profile(Box<ProfileEvent>),
+    /// The query's sampled native stacks.
+    StackSamples(Box<StackSamplesEvent>),
+}
+
+/// qprof's own event with a query's sampled native stacks.
+#[derive(Debug, Serialize)]
+pub(crate) struct StackSamplesEvent {
+    #[serde(rename = "Event")]
+    event: &'static str,
+    #[serde(rename = "executionId")]
+    execution_id: i64,
+    #[serde(rename = "formatVersion")]
+    format_version: u32,
+    #[serde(rename = "stackSamples")]
+    stack_samples: StackSamplesJson,
 }
 
 /// qprof's own event with a query's profile, written from its parts: serialized straight
@@ -137,6 +152,7 @@ impl QueryEvent {
             QueryEvent::Json(v) => serde_json::to_writer(out, v),
             QueryEvent::TaskEnd(end) => end.write_json(out),
             QueryEvent::Profile(profile) => serde_json::to_writer(out, profile),
+            QueryEvent::StackSamples(samples) => serde_json::to_writer(out, samples),
         }
     }
 
@@ -151,6 +167,9 @@ impl QueryEvent {
                     .unwrap_or(Value::Null)
             }
             QueryEvent::Profile(profile) => serde_json::to_value(profile).unwrap_or(Value::Null),
+            QueryEvent::StackSamples(samples) => {
+                serde_json::to_value(samples).unwrap_or(Value::Null)
+            }
         }
     }
 }
@@ -546,6 +565,7 @@ impl<'q> QueryEvents<'q> {
             )));
         }
         let mut extension = QueryJson::from(recorded);
+        let stack_samples = extension.stack_samples.take();
         extension.accumulator_ids = Some(OrderedMap(
             self.profile
                 .plan
@@ -566,6 +586,14 @@ impl<'q> QueryEvents<'q> {
             format_version: FORMAT_VERSION,
             profile: extension,
         })));
+        if let Some(stack_samples) = stack_samples {
+            out.push(QueryEvent::StackSamples(Box::new(StackSamplesEvent {
+                event: events::QPROF_STACK_SAMPLES,
+                execution_id: self.execution_id,
+                format_version: FORMAT_VERSION,
+                stack_samples,
+            })));
+        }
         out.push(QueryEvent::Json(sql_end(
             self.execution_id,
             q,

@@ -22,8 +22,8 @@ pub use applications::{AttemptSource, application_info, attempt_info, environmen
 pub use executors::executors;
 pub use jobs::{job, jobs};
 pub use sql::{
-    GraphNode, logged_profile, plan_graph, qprof_flame_graph, qprof_operator_flame_graph,
-    qprof_profile, sql, sql_list,
+    GraphNode, logged_profile, plan_graph, qprof_differential_flame_graph, qprof_flame_graph,
+    qprof_operator_flame_graph, qprof_profile, sql, sql_list,
 };
 pub use stages::{StageOptions, parse_quantiles, stage, stage_attempt, stages};
 pub use tasks::{task_list, task_summary};

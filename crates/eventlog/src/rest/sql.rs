@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::{RestError, RestResult, put_opt};
 
-use crate::flame_graph::{flame_graph_svg, operator_flame_graph_svg};
+use crate::flame_graph::{differential_flame_graph_svg, flame_graph_svg, operator_flame_graph_svg};
 use crate::profile_json::QueryJson;
 use crate::scala_order::scala_order;
 use crate::spark::format_date;
@@ -276,6 +276,15 @@ pub fn qprof_profile(state: &AppState, id: i64) -> RestResult {
 /// qprof's extension: a query's self CPU as a flame graph (SVG).
 pub fn qprof_flame_graph(state: &AppState, id: i64) -> Result<String, RestError> {
     flame_graph_svg(&logged_profile(state, id)?).map_err(|e| RestError::NotFound(e.to_string()))
+}
+
+/// qprof's extension: two runs of a query as a differential flame graph (SVG): the second
+/// run's self CPU, colored by its change since the first.
+pub fn qprof_differential_flame_graph(
+    before: &QueryJson,
+    after: &QueryJson,
+) -> Result<String, RestError> {
+    differential_flame_graph_svg(before, after).map_err(|e| RestError::NotFound(e.to_string()))
 }
 
 /// qprof's extension: one operator's sampled native stacks as a flame graph (SVG).

@@ -275,6 +275,10 @@ impl HeapSize for Execution {
                 .qprof_profile_json
                 .as_ref()
                 .map_or(0, |(v, json)| v.heap_bytes() + chunk(json.len()))
+            + self
+                .qprof_stack_samples_json
+                .as_ref()
+                .map_or(0, |json| chunk(json.len()))
     }
 }
 

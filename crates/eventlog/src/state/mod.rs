@@ -195,6 +195,7 @@ impl AppState {
             events::SQL_EXECUTION_END => self.sql_end(event),
             events::DRIVER_ACCUM_UPDATES => self.driver_accum_updates(event),
             events::QPROF_QUERY_PROFILE => self.qprof_profile(event),
+            events::QPROF_STACK_SAMPLES => self.qprof_stack_samples(event),
             _ => {
                 self.skipped.unknown_events += 1;
                 Ok(())

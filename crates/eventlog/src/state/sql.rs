@@ -54,6 +54,9 @@ pub struct Execution {
     /// version and its JSON text, read when asked for ([`Execution::qprof_profile`]).
     #[serde(with = "crate::snapshot::profile_text")]
     pub qprof_profile_json: Option<(Option<Value>, Box<str>)>,
+    /// The query's sampled native stacks as logged in their own event, as JSON text:
+    /// read with the profile.
+    pub qprof_stack_samples_json: Option<Box<str>>,
 }
 
 impl Execution {
@@ -61,7 +64,17 @@ impl Execution {
     /// cannot be read (e.g. written by a newer qprof).
     pub fn qprof_profile(&self) -> Option<Result<QueryJson, String>> {
         let (version, json) = self.qprof_profile_json.as_ref()?;
-        Some(read_profile(version.as_ref(), json))
+        let mut profile = match read_profile(version.as_ref(), json) {
+            Ok(profile) => profile,
+            Err(why) => return Some(Err(why)),
+        };
+        if let Some(samples) = &self.qprof_stack_samples_json {
+            match serde_json::from_str(samples) {
+                Ok(samples) => profile.stack_samples = Some(samples),
+                Err(e) => return Some(Err(format!("malformed stack samples: {e}"))),
+            }
+        }
+        Some(Ok(profile))
     }
 
     /// Spark's rendered value per accumulator id, for every accumulator with a value,
@@ -312,6 +325,17 @@ impl AppState {
         let profile = e.get("profile").ok_or(Missing)?;
         exec.qprof_profile_json =
             Some((e.get("formatVersion").cloned(), profile.to_string().into()));
+        Ok(())
+    }
+
+    pub(super) fn qprof_stack_samples(&mut self, e: &Value) -> Applied {
+        let id = req_i64(e, "executionId")?;
+        let exec = self.executions.get_mut(&id).ok_or(Missing)?;
+        let samples = e
+            .get("stackSamples")
+            .filter(|s| s.is_object())
+            .ok_or(Missing)?;
+        exec.qprof_stack_samples_json = Some(samples.to_string().into());
         Ok(())
     }
 }

@@ -1,7 +1,7 @@
 // qprof history server UI, page: two runs of a query compared operator by operator
 // (#/compare?before=APP:SQLID&after=APP:SQLID&threshold=PCT), as `qprof diff` does: each
 // operator of the second run with its twin in the first, the change in self CPU, rows, peak
-// memory and spill, regressions over the threshold marked.
+// memory and spill, regressions over the threshold marked; and a differential flame graph.
 'use strict';
 
 (function () {
@@ -99,6 +99,12 @@
         `${regressions} operator${regressions === 1 ? '' : 's'} over ${diff.thresholdPercent}%`)],
       diff.sql && diff.sql[0] !== diff.sql[1] ? ['SQL', 'the two runs ran different SQL', 'span2'] : null,
     ]);
+    const flameUrl = `${QPROF.replace(/\/applications$/, '')}/compare/flamegraph.svg?before=${enc(before)}&after=${enc(after)}`;
+    const flameGraph = card('Flame graph', { id: 'compare-flame-graph' },
+      h('div', { class: 'legend' },
+        h('span', { class: 'muted' }, 'The second run\'s self CPU by operator and function; red grew since the first run, blue shrank. '),
+        h('a', { href: flameUrl, target: '_blank', id: 'compare-flame-graph-link' }, 'Open on its own')),
+      h('object', { data: flameUrl, type: 'image/svg+xml', class: 'flame-graph' }, 'Differential flame graph'));
     const gone = diff.gone.length
       ? card('Only in the first run', { id: 'compare-gone' }, h('ul', null, diff.gone.map((g) => h('li', { 'data-op-id': g.id }, `#${g.id} ${g.name}`))))
       : null;
@@ -116,6 +122,7 @@
               ['Rows', 'num'], ['Peak memory', 'num'], ['Spilled', 'num']],
             operatorRows(diff, afterApp, afterId))),
         gone,
+        flameGraph,
       ],
     };
   }
