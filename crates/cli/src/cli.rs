@@ -224,8 +224,8 @@ pub(crate) struct ExecOptions {
     #[arg(long, value_name = "HZ", value_parser = clap::value_parser!(u32).range(1..=250))]
     pub sample_stacks: Option<u32>,
     /// Write the sampled stacks of all queries as a pprof profile to this file (for `go
-    /// tool pprof`, speedscope, Pyroscope), each sample labelled with its query, operator
-    /// and task.
+    /// tool pprof`, speedscope, Pyroscope), each sample labelled with its query, operator,
+    /// task and the plan's function call it was taken in.
     #[arg(long, value_name = "FILE", requires = "sample_stacks")]
     pub pprof_out: Option<PathBuf>,
     #[command(flatten)]
