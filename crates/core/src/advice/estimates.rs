@@ -86,18 +86,25 @@ pub(super) fn untracked_memory(profile: &QueryProfile, out: &mut Vec<Finding>) {
         {
             continue;
         }
+        let mut message = format!(
+            "while stage {} ran the heap reached {} but the memory pools and caches held at most {}: {} the engine allocated without reserving it, which no memory limit bounds",
+            stage.id,
+            format::bytes(saturating_i64(memory.heap_bytes)),
+            format::bytes(saturating_i64(tracked)),
+            format::bytes(saturating_i64(untracked)),
+        );
+        if profile.stack_samples.is_some() {
+            // the symbolizer keeps what it parsed of the binary's debug information
+            message.push_str(
+                " (stacks were sampled: naming their addresses keeps parts of the binary's debug information on the heap too, hundreds of MiB for a large binary)",
+            );
+        }
         out.push(Finding {
             rule: "untracked-memory",
             severity: Severity::Warning,
             node_id: None,
             stage_id: Some(stage.id),
-            message: format!(
-                "while stage {} ran the heap reached {} but the memory pools and caches held at most {}: {} the engine allocated without reserving it, which no memory limit bounds",
-                stage.id,
-                format::bytes(saturating_i64(memory.heap_bytes)),
-                format::bytes(saturating_i64(tracked)),
-                format::bytes(saturating_i64(untracked)),
-            ),
+            message,
             numbers: vec![
                 ("heapBytes", saturating_i64(memory.heap_bytes)),
                 ("trackedBytes", saturating_i64(tracked)),
@@ -190,6 +197,16 @@ mod tests {
         let found = fired(&with(min + 1_000, 500), "untracked-memory");
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].stage_id, Some(with(0, 0).stages[0].id));
+        assert!(!found[0].message.contains("stacks were sampled"));
+        // a sampled query's finding says the symbolizer's memory is part of it
+        let mut sampled = with(min + 1_000, 500);
+        sampled.stack_samples = Some(crate::stacks::StackSamples::default());
+        let found = fired(&sampled, "untracked-memory");
+        assert!(
+            found[0].message.contains("stacks were sampled"),
+            "{}",
+            found[0].message
+        );
         // under the floor, under twice the reservations, or no heap figure: quiet
         assert!(fired(&with(min - 1, 0), "untracked-memory").is_empty());
         assert!(fired(&with(min * 3, min * 2), "untracked-memory").is_empty());
