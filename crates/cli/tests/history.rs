@@ -339,12 +339,12 @@ fn a_query_over_the_memory_limit_fails_its_tasks_and_the_run_goes_on() {
 fn a_run_serves_its_live_ui_while_its_query_runs() {
     let dir = temp_dir("live");
     let events = dir.join("events");
-    // 10 G row pairs: tens of seconds of work in one query, so that it still runs while a
-    // browser starts on a loaded machine
+    // 20 G row pairs: most of a minute of work in one query, so that it still runs while
+    // a browser starts (itself up to 20 s on a loaded machine) and loads the page
     let mut child = qprof()
         .args([
             "sql",
-            "SELECT count(*) AS n FROM generate_series(1, 100000) AS a(x) \
+            "SELECT count(*) AS n FROM generate_series(1, 200000) AS a(x) \
              CROSS JOIN generate_series(1, 100000) AS b(y) WHERE (x + y) % 7 = 3",
             "--top",
             "0",
