@@ -51,20 +51,25 @@ pub(crate) fn take_stack_samples(
         })
         .collect();
     let mut keys: Vec<(SampleKey, usize, Option<TaskRef>)> = Vec::new();
-    let mut call_sites: HashMap<u64, String> = HashMap::new();
+    let mut call_sites: Option<HashMap<u64, String>> = None;
     let mut pending = vec![plan];
     while let Some(plan) = pending.pop() {
         if let Some(exec) = ProfiledExec::of(plan.as_ref()) {
-            if call_sites.is_empty() {
-                // every operator of the plan shares the plan's function call sites
-                for site in exec.counters().plan.sites() {
-                    let text = match site.expression() {
-                        "" => site.name().to_string(),
-                        expression => expression.to_string(),
-                    };
-                    call_sites.insert(site.id(), text);
-                }
-            }
+            // every operator of the plan shares the plan's function call sites
+            call_sites.get_or_insert_with(|| {
+                exec.counters()
+                    .plan
+                    .sites()
+                    .iter()
+                    .map(|site| {
+                        let text = match site.expression() {
+                            "" => site.name().to_string(),
+                            expression => expression.to_string(),
+                        };
+                        (site.id(), text)
+                    })
+                    .collect()
+            });
             let node = exec.node_id();
             let stage = stage_of.get(&node).copied();
             for (partition, task) in exec.task_counters() {
@@ -75,7 +80,12 @@ pub(crate) fn take_stack_samples(
         }
         pending.extend(plan.children());
     }
-    StackSamples::take(session, &keys, &call_sites, is_operator_entry)
+    StackSamples::take(
+        session,
+        &keys,
+        &call_sites.unwrap_or_default(),
+        is_operator_entry,
+    )
 }
 
 /// Whether `function` is a frame through which qprof calls into an operator's own code

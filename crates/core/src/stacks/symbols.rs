@@ -62,13 +62,8 @@ pub(crate) fn resolve_ahead(addresses: &[usize], stop: impl Fn() -> bool) {
         if stop() {
             break;
         }
-        let known = RESOLVED
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains_key(&address);
-        if !known {
-            functions_at(address);
-        }
+        // a name already resolved is only looked up
+        functions_at(address);
     }
     RESOLVING_AHEAD_NANOS.fetch_add(
         u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
