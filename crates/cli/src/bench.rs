@@ -69,9 +69,30 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
     let paths = prepare_tpch(&args.tpch, &dir)?;
     let runtime = Arc::new(RuntimeEnv::default());
     let plain = plain_context(config.clone(), Arc::clone(&runtime));
+    let unsampled = if args.against_unsampled {
+        Some(ProfilingSession::with_runtime(
+            session_config(args.partitions, &args.functions, None)?,
+            Arc::clone(&runtime),
+        ))
+    } else {
+        None
+    };
     let profiled = ProfilingSession::with_runtime(config, runtime);
     qprof_tpch::register_all(&plain, &paths).await?;
     qprof_tpch::register_all(profiled.context(), &paths).await?;
+    if let Some(unsampled) = &unsampled {
+        qprof_tpch::register_all(unsampled.context(), &paths).await?;
+    }
+    // the baseline: plain DataFusion, or qprof without stack sampling
+    let time_baseline = async |q: usize, sql: &str| match &unsampled {
+        Some(unsampled) => time_profiled(unsampled, q, sql).await,
+        None => time_plain(&plain, sql).await,
+    };
+    let sides = if unsampled.is_some() {
+        ["unsamp", "sampled"]
+    } else {
+        PLAIN_AGAINST_QPROF
+    };
     let queries = QueryList::or_all(args.queries.as_ref());
     let sqls = tpch_sqls(&queries)?;
     let traces = match args.otlp.listener()? {
@@ -86,7 +107,7 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
 
     // warm-up: page cache, lazy initialisation
     for (&q, sql) in queries.iter().zip(&sqls) {
-        time_plain(&plain, sql).await?;
+        time_baseline(q, sql).await?;
         time_profiled(&profiled, q, sql).await?;
     }
     let rounds = args.rounds as usize;
@@ -98,11 +119,11 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
         for (i, (&q, sql)) in queries.iter().zip(&sqls).enumerate() {
             // alternate which side goes first, so neither profits from the other's caches
             if (round + i) % 2 == 0 {
-                plain_times[i][round] = time_plain(&plain, sql).await?;
+                plain_times[i][round] = time_baseline(q, sql).await?;
                 profiled_times[i][round] = time_profiled(&profiled, q, sql).await?;
             } else {
                 profiled_times[i][round] = time_profiled(&profiled, q, sql).await?;
-                plain_times[i][round] = time_plain(&plain, sql).await?;
+                plain_times[i][round] = time_baseline(q, sql).await?;
             }
         }
         eprintln!("round {}/{} done", round + 1, rounds);
@@ -111,10 +132,10 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
         }
     }
     println!(
-        "qprof overhead, TPC-H SF {}, {} rounds: medians; ratios are medians over rounds of qprof/plain",
-        args.tpch, rounds
+        "qprof overhead, TPC-H SF {}, {} rounds: medians; ratios are medians over rounds of {}/{}",
+        args.tpch, rounds, sides[1], sides[0]
     );
-    report(&queries, &plain_times, &profiled_times);
+    report(sides, &queries, &plain_times, &profiled_times);
     let elapsed = bench_start.elapsed().as_secs_f64();
     if args.sample_stacks.is_some() {
         let cost = qprof_core::stacks::SamplingSession::cost();
@@ -165,22 +186,38 @@ fn report_export(traces: &qprof_otel::OtlpListener) {
     );
 }
 
-/// Prints each query's medians and qprof/plain ratios over the rounds (`times[query][round]`)
-/// and the total's (with the jobs' own times on a cluster), and returns the total's
-/// wall-time ratio.
+/// The two sides' names in the report's columns: the plain engine against qprof.
+pub(crate) const PLAIN_AGAINST_QPROF: [&str; 2] = ["plain", "qprof"];
+
+/// Prints each query's medians and measured/baseline ratios over the rounds
+/// (`times[query][round]`) and the total's (with the jobs' own times on a cluster), and
+/// returns the total's wall-time ratio. `sides` names the baseline and the measured side.
 pub(crate) fn report(
+    sides: [&str; 2],
     queries: &[usize],
     plain_times: &[Vec<Cost>],
     profiled_times: &[Vec<Cost>],
 ) -> f64 {
     let rounds = plain_times.first().map_or(0, Vec::len);
     let jobs = plain_times.iter().flatten().any(|c| !c.job.is_zero());
+    let [base, measured] = sides;
     print!(
         "{:>6} {:>10} {:>10} {:>8} {:>11} {:>11} {:>8}",
-        "query", "plain ms", "qprof ms", "ratio", "plain cpu", "qprof cpu", "cpu"
+        "query",
+        format!("{base} ms"),
+        format!("{measured} ms"),
+        "ratio",
+        format!("{base} cpu"),
+        format!("{measured} cpu"),
+        "cpu"
     );
     if jobs {
-        print!(" {:>10} {:>10} {:>8}", "plain job", "qprof job", "job");
+        print!(
+            " {:>10} {:>10} {:>8}",
+            format!("{base} job"),
+            format!("{measured} job"),
+            "job"
+        );
     }
     println!();
     let wall = |c: &Cost| millis(c.wall);

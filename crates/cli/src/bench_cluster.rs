@@ -239,7 +239,12 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
         "qprof overhead on Ballista, TPC-H SF {}, {EXECUTORS} executors x {vcores} task slots per cluster, {rounds} rounds: medians; ratios are medians over rounds of qprof/plain (cpu: this whole process, both clusters; job: the scheduler's time from accepting the job to its end)",
         args.tpch
     );
-    report(&queries, &plain_times, &profiled_times);
+    report(
+        crate::bench::PLAIN_AGAINST_QPROF,
+        &queries,
+        &plain_times,
+        &profiled_times,
+    );
     end_session(&qprof_url, &profiled.session_id()).await?;
     Ok(())
 }

@@ -394,6 +394,11 @@ pub(crate) struct OverheadArgs {
     #[arg(long, value_name = "HZ", conflicts_with = "cluster",
           value_parser = clap::value_parser!(u32).range(1..=250))]
     pub sample_stacks: Option<u32>,
+    /// With `--sample-stacks`: the baseline is qprof without stack sampling instead of
+    /// plain DataFusion, so the ratio is what sampling alone costs (the sampler runs only
+    /// while a sampled query does).
+    #[arg(long, requires = "sample_stacks", conflicts_with = "side")]
+    pub against_unsampled: bool,
     #[command(flatten)]
     pub functions: FunctionTracking,
     /// The profiled side also sends each query's trace to an OpenTelemetry collector.

@@ -78,6 +78,76 @@ pub fn process_size() -> MemorySample {
     }
 }
 
+/// Reads the process's regions over and over, as a heartbeat does: each time afresh but
+/// for the heap, which it reads at most so often that reading it takes a thousandth of one
+/// core. On a fragmented heap, whose free lists `mallinfo2` walks, one reading can take
+/// milliseconds; until the wait it asks for has passed, the last reading stands.
+#[derive(Debug)]
+pub struct ProcessMemoryReader {
+    heap: Mutex<SpacedReading>,
+    started: std::time::Instant,
+}
+
+impl Default for ProcessMemoryReader {
+    fn default() -> Self {
+        ProcessMemoryReader {
+            heap: Mutex::new(SpacedReading::new()),
+            started: std::time::Instant::now(),
+        }
+    }
+}
+
+impl ProcessMemoryReader {
+    /// Every region, the heap as read last if a reading is not due yet.
+    pub fn read(&self) -> MemorySample {
+        let now = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let heap_bytes = self
+            .heap
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .read(now, || {
+                let cpu = crate::clock::thread_cpu_nanos();
+                let bytes = heap_in_use();
+                (bytes, crate::clock::thread_cpu_nanos().saturating_sub(cpu))
+            });
+        MemorySample {
+            heap_bytes,
+            file_mapped_bytes: file_backed_resident(),
+            ..process_size()
+        }
+    }
+}
+
+/// A reading that costs enough to be spaced by its cost: one that took `c` of CPU time is
+/// reused for `c × SPACING` before it is taken again, so readings take at most one
+/// `SPACING`th of a core however costly each is.
+#[derive(Debug)]
+struct SpacedReading {
+    value: u64,
+    /// When the next reading is due (the clock's nanoseconds); 0 before the first.
+    due: u64,
+}
+
+impl SpacedReading {
+    /// Wall time waited per unit of CPU time a reading took.
+    const SPACING: u64 = 1_000;
+
+    const fn new() -> Self {
+        SpacedReading { value: 0, due: 0 }
+    }
+
+    /// The value at `now`: `read`'s (which returns it and the CPU nanoseconds it took) if
+    /// a reading is due, else the last one.
+    fn read(&mut self, now: u64, read: impl FnOnce() -> (u64, u64)) -> u64 {
+        if now >= self.due {
+            let (value, cost) = read();
+            self.value = value;
+            self.due = now.saturating_add(cost.saturating_mul(Self::SPACING));
+        }
+        self.value
+    }
+}
+
 /// Bytes the C allocator has handed out and not got back: small chunks in use plus chunks
 /// it mapped on their own (glibc's `mallinfo2`).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -288,6 +358,25 @@ mod tests {
     }
 
     #[cfg(target_os = "linux")]
+    #[test]
+    fn a_costly_reading_is_spaced_by_its_cost() {
+        use super::SpacedReading;
+        let mut reading = SpacedReading::new();
+        let mut taken = Vec::new();
+        // readings a second apart: the first costs 5 ms (due again 5 s later), the
+        // next 0.1 ms (due at every later call)
+        let mut costs = [5_000_000_u64, 100_000, 100_000].into_iter();
+        for second in 0..9_u64 {
+            let now = second * 1_000_000_000;
+            let value = reading.read(now, || {
+                taken.push(second);
+                (second, costs.next().unwrap_or(100_000))
+            });
+            assert_eq!(value, *taken.last().unwrap());
+        }
+        assert_eq!(taken, [0, 5, 6, 7, 8]);
+    }
+
     #[test]
     fn the_process_reads_plausibly() {
         let buffer = vec![1u8; 32 << 20];

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use datafusion::execution::memory_pool::MemoryPool;
 use qprof_core::clock::epoch_millis;
-use qprof_core::executor_memory::{MemoryRecorder, MemorySample, process_memory, process_size};
+use qprof_core::executor_memory::{
+    MemoryRecorder, MemorySample, ProcessMemoryReader, process_size,
+};
 use qprof_core::periodic::Heartbeat;
 
 use crate::io::process_updater;
@@ -26,6 +28,8 @@ pub(crate) struct MemoryMonitor {
     pools: Mutex<Vec<Weak<dyn MemoryPool>>>,
     read_cache: Option<Arc<ReadCache>>,
     heartbeat: OnceLock<Arc<Heartbeat>>,
+    /// Reads the process's regions on the heartbeat.
+    reader: ProcessMemoryReader,
 }
 
 impl std::fmt::Debug for MemoryMonitor {
@@ -43,6 +47,7 @@ impl MemoryMonitor {
             pools: Mutex::new(Vec::new()),
             read_cache,
             heartbeat: OnceLock::new(),
+            reader: ProcessMemoryReader::default(),
         })
     }
 
@@ -72,9 +77,10 @@ impl MemoryMonitor {
         }
     }
 
-    /// Reads every region now and keeps the reading (the heartbeat's sample).
+    /// Reads every region now (the heap as often as its cost allows) and keeps the reading
+    /// (the heartbeat's sample).
     pub(crate) fn sample(&self) -> MemorySample {
-        self.record(process_memory())
+        self.record(self.reader.read())
     }
 
     /// Reads the process's size now (resident and virtual), and keeps the reading with the

@@ -89,6 +89,32 @@ fn bench_overhead_runs_one_side_alone_or_both_with_the_updater_measured() {
     let mut bad = common.to_vec();
     bad.extend(["--side", "both"]);
     assert_one_line_error(&qprof(&bad), "both");
+    // sampling's own cost: qprof sampling stacks against qprof without
+    let mut sampled = common.to_vec();
+    sampled.extend(["--sample-stacks", "99", "--against-unsampled"]);
+    let out = qprof(&sampled);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("ratios are medians over rounds of sampled/unsamp"),
+        "{stdout}"
+    );
+    let header = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("query"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        header.contains("unsamp ms") && header.contains("sampled ms"),
+        "{header}"
+    );
+    assert!(stdout.contains("stack sampler: "), "{stdout}");
+    let mut unsampled_alone = common.to_vec();
+    unsampled_alone.push("--against-unsampled");
+    assert_one_line_error(&qprof(&unsampled_alone), "--sample-stacks");
 }
 
 #[test]
