@@ -1,6 +1,7 @@
 //! The `qprof` binary end to end: happy paths and every documented error path.
 
 mod bad_input;
+mod collection;
 mod insights;
 mod sql;
 mod stacks;
