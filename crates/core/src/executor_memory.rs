@@ -357,7 +357,6 @@ mod tests {
         assert_eq!(r.last_before(5), None);
     }
 
-    #[cfg(target_os = "linux")]
     #[test]
     fn a_costly_reading_is_spaced_by_its_cost() {
         use super::SpacedReading;
@@ -377,6 +376,7 @@ mod tests {
         assert_eq!(taken, [0, 5, 6, 7, 8]);
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn the_process_reads_plausibly() {
         let buffer = vec![1u8; 32 << 20];
