@@ -8,6 +8,7 @@ use std::sync::Arc;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
+use datafusion::physical_plan::metrics::MetricsSet;
 use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 use qprof_core::catalog::{self, MetricDef};
 use qprof_core::metric::TaskValue;
@@ -74,10 +75,11 @@ fn held(plan: &dyn ExecutionPlan) -> BTreeSet<u64> {
     ids
 }
 
-/// The dynamic-filter metrics of `plan`, values of no task, and the info naming the
-/// producers of the filters it accepted.
+/// The dynamic-filter metrics of `plan` (whose own DataFusion metrics are `native`),
+/// values of no task, and the info naming the producers of the filters it accepted.
 pub(super) fn metrics(
     plan: &dyn ExecutionPlan,
+    native: Option<&MetricsSet>,
     producers: &Producers,
     runtime: Option<&RuntimeEnv>,
 ) -> (Vec<NodeMetric>, Option<(String, String)>) {
@@ -109,7 +111,7 @@ pub(super) fn metrics(
             &catalog::DYNAMIC_FILTERS_ACCEPTED,
             accepted.len() as u64,
         ));
-        if let Some(rows) = runtime.and_then(|r| replaced_rows::rows_replaced(plan, r)) {
+        if let Some(rows) = runtime.and_then(|r| replaced_rows::rows_replaced(plan, native, r)) {
             out.push(driver(&catalog::REPLACED_WITH_DYNAMIC_FILTER_ROWS, rows));
         }
         let names: Vec<String> = accepted

@@ -263,7 +263,8 @@ impl NodeBuilder<'_> {
         let stage_id = reading.and_then(|r| r.stage);
         let task_of = |p| tasks.get(stage_id, p);
         // an engine that ships DataFusion's metrics itself maps them where they arrive
-        let native = match plan.metrics() {
+        let native_set = plan.metrics();
+        let native = match &native_set {
             Some(set) if self.native => native_metrics(
                 set.iter().map(AsRef::as_ref),
                 &name,
@@ -287,8 +288,12 @@ impl NodeBuilder<'_> {
             }
         };
         let runtime = ProfiledExec::of(plan.as_ref()).and_then(|e| e.counters().runtime.get());
-        let (filter_metrics, filter_info) =
-            dynamic_filters::metrics(plan.as_ref(), self.producers, runtime.map(Arc::as_ref));
+        let (filter_metrics, filter_info) = dynamic_filters::metrics(
+            plan.as_ref(),
+            native_set.as_ref(),
+            self.producers,
+            runtime.map(Arc::as_ref),
+        );
         metrics.extend(filter_metrics);
         info.extend(filter_info);
         let children = plan.children().into_iter().map(|c| self.node(c)).collect();

@@ -29,11 +29,18 @@ use datafusion::parquet::schema::types::SchemaDescriptor;
 use datafusion::physical_expr::expressions::{self, DynamicFilterPhysicalExpr, lit};
 use datafusion::physical_expr_common::physical_expr::snapshot_physical_expr;
 use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
+use datafusion::physical_plan::metrics::{MetricValue, MetricsSet};
 use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 
 /// Rows of the row groups `plan` (a Parquet scan with dynamic filters in its predicate)
-/// skipped only because of those filters; `None` for any other operator.
-pub(super) fn rows_replaced(plan: &dyn ExecutionPlan, runtime: &RuntimeEnv) -> Option<u64> {
+/// skipped only because of those filters; `None` for any other operator. `metrics` are
+/// the scan's own (DataFusion's): a scan that skipped no row group replaced nothing, and
+/// its files' footers are not read again.
+pub(super) fn rows_replaced(
+    plan: &dyn ExecutionPlan,
+    metrics: Option<&MetricsSet>,
+    runtime: &RuntimeEnv,
+) -> Option<u64> {
     let scan = plan.downcast_ref::<DataSourceExec>()?;
     let config = scan.data_source().downcast_ref::<FileScanConfig>()?;
     let parquet = config.file_source().downcast_ref::<ParquetSource>()?;
@@ -41,6 +48,9 @@ pub(super) fn rows_replaced(plan: &dyn ExecutionPlan, runtime: &RuntimeEnv) -> O
     let (static_only, dynamic) = without_dynamic_filters(&predicate)?;
     if !dynamic {
         return None;
+    }
+    if metrics.is_some_and(|m| !skipped_row_groups(m)) {
+        return Some(0);
     }
     let with_final_filters = snapshot_physical_expr(predicate).ok()?;
     let cache = runtime.cache_manager.get_file_metadata_cache();
@@ -67,6 +77,30 @@ pub(super) fn rows_replaced(plan: &dyn ExecutionPlan, runtime: &RuntimeEnv) -> O
     }
     Some(replaced)
 }
+
+/// Whether a scan with these metrics skipped any row group by a predicate that held its
+/// dynamic filters: by statistics as it opened a file, or by a dynamic filter as it read.
+/// A row group the dynamic filters replaced is among those.
+fn skipped_row_groups(metrics: &MetricsSet) -> bool {
+    metrics.iter().any(|m| {
+        let value = m.value();
+        match (value.name(), value) {
+            (
+                ROW_GROUPS_PRUNED_BY_STATISTICS,
+                MetricValue::PruningMetrics {
+                    pruning_metrics, ..
+                },
+            ) => pruning_metrics.pruned() > 0,
+            (ROW_GROUPS_PRUNED_BY_DYNAMIC_FILTER, value) => value.as_usize() > 0,
+            _ => false,
+        }
+    })
+}
+
+/// DataFusion's names of a Parquet scan's row groups skipped by statistics and by a
+/// dynamic filter while reading.
+const ROW_GROUPS_PRUNED_BY_STATISTICS: &str = "row_groups_pruned_statistics";
+const ROW_GROUPS_PRUNED_BY_DYNAMIC_FILTER: &str = "row_groups_pruned_dynamic_filter";
 
 /// `predicate` with every dynamic filter replaced by `true`, and whether it had any.
 fn without_dynamic_filters(
