@@ -6,7 +6,7 @@
 use crate::EventLogError;
 use crate::codec::Codec;
 use crate::layout::{LogFile, LogSource, rolling_source};
-use crate::state::{AppInfo, AppState};
+use crate::state::{AppInfo, AppState, ParsedLine};
 use crate::storage::Storage;
 
 #[derive(Debug, Clone, Default)]
@@ -45,7 +45,7 @@ fn read_new(storage: &Storage, file: &LogFile, consumed: u64) -> Result<Vec<u8>,
 
 /// Calls `apply` for each complete line of `data`, and for the unterminated rest when
 /// `final_part`; returns how many bytes were used.
-fn for_each_line(data: &[u8], final_part: bool, mut apply: impl FnMut(&[u8])) -> usize {
+fn for_each_line<'a>(data: &'a [u8], final_part: bool, mut apply: impl FnMut(&'a [u8])) -> usize {
     let mut start = 0;
     for nl in memchr::memchr_iter(b'\n', data) {
         apply(&data[start..nl]);
@@ -56,6 +56,74 @@ fn for_each_line(data: &[u8], final_part: bool, mut apply: impl FnMut(&[u8])) ->
         start = data.len();
     }
     start
+}
+
+/// Bytes of lines one parsing thread takes at a time.
+const CHUNK_BYTES: usize = 256 << 10;
+
+/// Applies the complete lines of `data` (and its unterminated rest when `final_part`) to
+/// `state`, in order; returns how many bytes were used. Data of several chunks is parsed
+/// on as many threads as the machine has cores, a chunk at a time each, while this thread
+/// applies the parsed lines in their order; a thread parses at most one chunk ahead of
+/// what was applied, so memory stays bounded.
+fn apply_lines(state: &mut AppState, data: &[u8], final_part: bool) -> usize {
+    let used = if final_part {
+        data.len()
+    } else {
+        memchr::memrchr(b'\n', data).map_or(0, |nl| nl + 1)
+    };
+    let data = &data[..used];
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    if threads < 2 || data.len() < 2 * CHUNK_BYTES {
+        for_each_line(data, true, |line| state.apply_line(line));
+        return used;
+    }
+    let chunks = line_chunks(data, CHUNK_BYTES);
+    std::thread::scope(|scope| {
+        let parsed: Vec<_> = (0..threads)
+            .map(|first| {
+                let (send, receive) = std::sync::mpsc::sync_channel::<Vec<ParsedLine<'_>>>(1);
+                let chunks = &chunks;
+                scope.spawn(move || {
+                    for chunk in chunks.iter().skip(first).step_by(threads) {
+                        let mut lines = Vec::new();
+                        for_each_line(chunk, true, |line| lines.push(ParsedLine::parse(line)));
+                        if send.send(lines).is_err() {
+                            return;
+                        }
+                    }
+                });
+                receive
+            })
+            .collect();
+        // chunk i was parsed by thread i % threads, which sends its chunks in order
+        for i in 0..chunks.len() {
+            let Ok(lines) = parsed[i % threads].recv() else {
+                break; // the thread panicked; the scope's end reports it
+            };
+            for line in lines {
+                state.apply_parsed(line);
+            }
+        }
+    });
+    used
+}
+
+/// `data` cut into pieces of about `size` bytes, each ending at a line's end (the last one
+/// at `data`'s end).
+fn line_chunks(data: &[u8], size: usize) -> Vec<&[u8]> {
+    let mut chunks = Vec::with_capacity(data.len() / size + 1);
+    let mut rest = data;
+    while rest.len() > size {
+        let end = memchr::memchr(b'\n', &rest[size..]).map_or(rest.len(), |nl| size + nl + 1);
+        let (chunk, tail) = rest.split_at(end);
+        chunks.push(chunk);
+        rest = tail;
+    }
+    if !rest.is_empty() {
+        chunks.push(rest);
+    }
+    chunks
 }
 
 impl Replay {
@@ -146,8 +214,7 @@ impl Replay {
         for (i, file) in self.source.files.iter().enumerate() {
             let data = read_new(&storage, file, self.progress[i].consumed)?;
             let final_part = i + 1 < count || !self.source.in_progress;
-            let state = &mut self.state;
-            let used = for_each_line(&data, final_part, |line| state.apply_line(line));
+            let used = apply_lines(&mut self.state, &data, final_part);
             self.progress[i].consumed += used as u64;
             applied += used as u64;
         }
@@ -266,4 +333,34 @@ pub fn scan_info(source: &LogSource) -> Result<AppInfo, EventLogError> {
         apply_listing_events(&tail[from..], true, &mut info);
     }
     Ok(info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::line_chunks;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn chunks_end_at_line_ends_and_make_up_the_data(
+            lines in proptest::collection::vec("[a-z{}\":,]{0,40}", 0..200),
+            size in 1usize..300,
+            terminated in any::<bool>(),
+        ) {
+            let mut data = lines.join("\n");
+            if terminated {
+                data.push('\n');
+            }
+            let chunks = line_chunks(data.as_bytes(), size);
+            prop_assert_eq!(chunks.concat(), data.as_bytes());
+            let longest = lines.iter().map(String::len).max().unwrap_or(0);
+            for (i, chunk) in chunks.iter().enumerate() {
+                prop_assert!(!chunk.is_empty());
+                prop_assert!(chunk.len() <= size + longest + 1);
+                if i + 1 < chunks.len() {
+                    prop_assert_eq!(chunk.last(), Some(&b'\n'));
+                }
+            }
+        }
+    }
 }

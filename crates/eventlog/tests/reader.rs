@@ -109,6 +109,52 @@ fn unknown_events_and_corrupt_lines_are_skipped_and_counted() {
 }
 
 #[test]
+fn a_large_log_parsed_on_several_threads_replays_as_applied_line_by_line() {
+    // the oracle's task events fourteen more times, with corrupt lines, unknown events and
+    // blank lines among them: chunks of lines parsed apart must apply in the log's order
+    let text = oracle_text();
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines
+        .iter()
+        .rposition(|l| l.contains("SparkListenerApplicationEnd"))
+        .unwrap();
+    let tasks: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.contains("\"SparkListenerTask"))
+        .collect();
+    let mut large: Vec<String> = lines[..end].iter().map(|l| l.to_string()).collect();
+    for round in 0..14 {
+        for (i, task) in tasks.iter().enumerate() {
+            large.push(task.to_string());
+            if i % 97 == round {
+                large.push("{\"Event\":\"com.example.SomethingNew\"}".into());
+                large.push("{\"Event\":\"SparkListenerTaskEnd\",\"Stage ID\":[]}".into());
+                large.push("   ".into());
+                large.push("not json".into());
+            }
+        }
+    }
+    large.extend(lines[end..].iter().map(|l| l.to_string()));
+    // the last line has no newline: a complete log's unterminated line is applied
+    let large = large.join("\n");
+    assert!(large.len() > 1 << 20, "{} bytes", large.len());
+
+    let dir = temp_dir("parallel");
+    write_single(&dir, APP, large.as_bytes());
+    let replay = replay_dir(&dir);
+    let mut serial = AppState::default();
+    for line in large.lines() {
+        serial.apply_line(line.as_bytes());
+    }
+    assert!(serial.skipped.corrupt_lines > 0 && serial.skipped.unknown_events > 0);
+    assert_eq!(replay.state().skipped, serial.skipped);
+    assert_eq!(replay.bytes_applied(), large.len() as u64);
+    assert_eq!(snapshot(replay.state()), snapshot(&serial));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn a_log_in_progress_is_read_incrementally_to_the_same_state() {
     let text = oracle_text();
     let dir = temp_dir("incremental");

@@ -67,6 +67,53 @@ pub struct AppState {
     names: plan::Interner,
 }
 
+/// One log line, parsed but not applied. Parsing reads no state, so a log's lines can be
+/// parsed on several threads while one thread applies them in order.
+#[derive(Debug)]
+pub(crate) enum ParsedLine<'a> {
+    /// An empty line.
+    Blank,
+    /// A task start, decoded typed (it borrows the line's strings).
+    TaskStart(TaskEvent<'a>),
+    /// A task end, decoded typed.
+    TaskEnd(TaskEvent<'a>),
+    /// Any other event.
+    Event(Value),
+    /// Not JSON, or a task event without a field the state needs.
+    Corrupt,
+}
+
+impl ParsedLine<'_> {
+    /// Parses one log line (surrounding whitespace ignored).
+    pub(crate) fn parse(line: &[u8]) -> ParsedLine<'_> {
+        let line = line.trim_ascii();
+        if line.is_empty() {
+            return ParsedLine::Blank;
+        }
+        // task events are most of a log: decode them typed, skipping unused fields
+        let task_event = line.strip_prefix(b"{\"Event\":\"").and_then(|rest| {
+            if rest.starts_with(b"SparkListenerTaskEnd\"") {
+                Some(true)
+            } else if rest.starts_with(b"SparkListenerTaskStart\"") {
+                Some(false)
+            } else {
+                None
+            }
+        });
+        if let Some(end) = task_event {
+            return match serde_json::from_slice::<TaskEvent<'_>>(line) {
+                Ok(event) if end => ParsedLine::TaskEnd(event),
+                Ok(event) => ParsedLine::TaskStart(event),
+                Err(_) => ParsedLine::Corrupt,
+            };
+        }
+        match serde_json::from_slice::<Value>(line) {
+            Ok(event) => ParsedLine::Event(event),
+            Err(_) => ParsedLine::Corrupt,
+        }
+    }
+}
+
 /// Why an event could not be applied: it lacks a field the state needs.
 #[derive(Debug)]
 struct Missing;
@@ -124,34 +171,23 @@ impl AppState {
     /// Applies one log line. Blank lines are ignored; corrupt lines and unknown events are
     /// counted in [`AppState::skipped`].
     pub fn apply_line(&mut self, line: &[u8]) {
-        let line = line.trim_ascii();
-        if line.is_empty() {
-            return;
-        }
-        // task events are most of a log: decode them typed, skipping unused fields
-        let task_event = line.strip_prefix(b"{\"Event\":\"").and_then(|rest| {
-            if rest.starts_with(b"SparkListenerTaskEnd\"") {
-                Some(true)
-            } else if rest.starts_with(b"SparkListenerTaskStart\"") {
-                Some(false)
-            } else {
-                None
+        self.apply_parsed(ParsedLine::parse(line));
+    }
+
+    /// Applies one line [`ParsedLine::parse`] parsed.
+    pub(crate) fn apply_parsed(&mut self, line: ParsedLine<'_>) {
+        let applied = match line {
+            ParsedLine::Blank => Ok(()),
+            ParsedLine::TaskStart(event) => self.task_start(event),
+            ParsedLine::TaskEnd(event) => self.task_end(event),
+            ParsedLine::Event(event) => {
+                self.apply(&event);
+                Ok(())
             }
-        });
-        if let Some(end) = task_event {
-            let applied = match serde_json::from_slice::<TaskEvent<'_>>(line) {
-                Ok(event) if end => self.task_end(event),
-                Ok(event) => self.task_start(event),
-                Err(_) => Err(Missing),
-            };
-            if applied.is_err() {
-                self.skipped.corrupt_lines += 1;
-            }
-            return;
-        }
-        match serde_json::from_slice::<Value>(line) {
-            Ok(event) => self.apply(&event),
-            Err(_) => self.skipped.corrupt_lines += 1,
+            ParsedLine::Corrupt => Err(Missing),
+        };
+        if applied.is_err() {
+            self.skipped.corrupt_lines += 1;
         }
     }
 
