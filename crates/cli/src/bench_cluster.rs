@@ -26,7 +26,8 @@ use crate::run::prepare_tpch;
 /// Executors per cluster.
 const EXECUTORS: usize = 2;
 
-fn free_port() -> Result<u16> {
+/// A port of the loopback address that is free now.
+pub(crate) fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())

@@ -315,6 +315,23 @@ enum BenchCommand {
     Functions(FunctionsArgs),
     /// The history server over many applications: copies of one log under new ids.
     History(HistoryArgs),
+    /// A history server's first answer about an application (its replay of the log):
+    /// qprof's against Spark's, each started afresh, in alternating rounds.
+    Replay(ReplayArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReplayArgs {
+    /// The log directory, holding one complete application's log.
+    #[arg(long, value_name = "DIR", default_value = "qprof-events")]
+    pub log_dir: PathBuf,
+    /// Spark's installation (with `bin/spark-class`), to time its history server on the
+    /// same log; without it, qprof alone.
+    #[arg(long, value_name = "DIR")]
+    pub spark_home: Option<PathBuf>,
+    /// Rounds, each starting each server afresh; medians are reported.
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
 }
 
 #[derive(Debug, Args)]
@@ -486,6 +503,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<()> {
                 BenchCommand::Overhead(args) => runtime.block_on(crate::bench::overhead(args)),
                 BenchCommand::Functions(args) => crate::bench::functions(&args),
                 BenchCommand::History(args) => crate::bench_history::history(&args),
+                BenchCommand::Replay(args) => runtime.block_on(crate::bench_replay::replay(&args)),
             }
         }
     }

@@ -4,6 +4,7 @@
 mod bench;
 mod bench_cluster;
 mod bench_history;
+mod bench_replay;
 mod cli;
 mod cluster;
 mod cluster_profiles;

@@ -314,3 +314,46 @@ fn spark_history_server_answers_like_qprof_serve_on_qprof_logs() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn bench_replay_times_both_servers_on_the_same_application() {
+    let events = workspace().join("testdata/spark-4.3/events");
+    let out = qprof()
+        .args(["bench", "replay", "--rounds", "1", "--log-dir"])
+        .arg(&events)
+        .arg("--spark-home")
+        .arg(spark_home())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // both servers answered with the application's jobs, as Spark's server recorded them
+    let expected: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            workspace()
+                .join("testdata/spark-4.3/expect/applications_local-1795333320377_jobs.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let jobs = expected.as_array().unwrap().len();
+    let round = stdout
+        .lines()
+        .find(|l| l.starts_with("round 1: qprof "))
+        .unwrap_or_else(|| panic!("no round line in {stdout}"));
+    assert!(round.contains(&format!("({jobs} jobs)")), "{round}");
+    assert!(
+        round.contains("  Spark ") && round.contains("  ratio "),
+        "{round}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("median: qprof ") && l.contains("Spark / qprof ")),
+        "{stdout}"
+    );
+}

@@ -414,3 +414,22 @@ fn errors_name_their_cause_once() {
         "'gs://bucket/t.parquet' is neither a local path nor an s3:// location",
     );
 }
+
+#[test]
+fn bench_replay_without_one_application_is_one_line() {
+    let dir = scratch("replay-empty");
+    let out = qprof(&["bench", "replay", "--log-dir", dir.to_str().unwrap()]);
+    // a debug build's benchmarks warn first
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !l.starts_with("warning: this is a debug build"))
+        .collect();
+    assert!(!out.status.success(), "{stderr}");
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].starts_with("error: ")
+            && lines[0].ends_with("must hold one complete application's log; it holds 0"),
+        "{stderr}"
+    );
+}
