@@ -145,4 +145,27 @@ fn a_log_tells_why_it_cannot_serve_a_profile() {
     state.apply(&extension(json!("one")));
     let err = rest::qprof_profile(&state, 0).unwrap_err().to_string();
     assert!(err.contains("not a version number"), "{err}");
+    // the same events as log lines, which a replay parses apart from the state (keeping
+    // the profile as the line's text), serve the same, with no version or a null one too
+    let mut without_version = extension(Value::Null);
+    without_version
+        .as_object_mut()
+        .unwrap()
+        .remove("formatVersion");
+    let events = [
+        extension(json!(FORMAT_VERSION)),
+        extension(json!(FORMAT_VERSION + 1)),
+        extension(json!("one")),
+        extension(Value::Null),
+        without_version,
+    ];
+    for event in events {
+        let mut by_value = state.clone();
+        by_value.apply(&event);
+        let mut by_line = state.clone();
+        by_line.apply_line(event.to_string().as_bytes());
+        let served = |s: &AppState| rest::qprof_profile(s, 0).map_err(|e| e.to_string());
+        assert_eq!(served(&by_line), served(&by_value), "{event}");
+        assert_eq!(by_line.skipped, by_value.skipped, "{event}");
+    }
 }

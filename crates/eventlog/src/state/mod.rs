@@ -77,6 +77,8 @@ pub(crate) enum ParsedLine<'a> {
     TaskStart(TaskEvent<'a>),
     /// A task end, decoded typed.
     TaskEnd(TaskEvent<'a>),
+    /// qprof's profile of an execution, its profile kept as the line's text.
+    Profile(ProfileEvent<'a>),
     /// Any other event.
     Event(Value),
     /// Not JSON, or a task event without a field the state needs.
@@ -107,11 +109,39 @@ impl ParsedLine<'_> {
                 Err(_) => ParsedLine::Corrupt,
             };
         }
+        // a profile is kept as text: borrow it rather than build it and print it again
+        if line
+            .strip_prefix(b"{\"Event\":\"")
+            .and_then(|rest| rest.strip_prefix(events::QPROF_QUERY_PROFILE.as_bytes()))
+            .is_some_and(|rest| rest.starts_with(b"\""))
+        {
+            return match serde_json::from_slice::<ProfileEvent<'_>>(line) {
+                Ok(event) => ParsedLine::Profile(event),
+                Err(_) => ParsedLine::Corrupt,
+            };
+        }
         match serde_json::from_slice::<Value>(line) {
             Ok(event) => ParsedLine::Event(event),
             Err(_) => ParsedLine::Corrupt,
         }
     }
+}
+
+/// qprof's profile event, its profile's JSON text borrowed from the line.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ProfileEvent<'a> {
+    #[serde(rename = "executionId")]
+    execution_id: i64,
+    /// As logged (`null` included); `None` when the line has none.
+    #[serde(rename = "formatVersion", default, deserialize_with = "present")]
+    format_version: Option<Value>,
+    #[serde(borrow)]
+    profile: &'a serde_json::value::RawValue,
+}
+
+/// A field that is there, whatever its value (`null` too).
+fn present<'de, D: serde::Deserializer<'de>>(field: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(field).map(Some)
 }
 
 /// Why an event could not be applied: it lacks a field the state needs.
@@ -180,6 +210,11 @@ impl AppState {
             ParsedLine::Blank => Ok(()),
             ParsedLine::TaskStart(event) => self.task_start(event),
             ParsedLine::TaskEnd(event) => self.task_end(event),
+            ParsedLine::Profile(event) => self.qprof_profile_text(
+                event.execution_id,
+                event.format_version,
+                event.profile.get().to_string(),
+            ),
             ParsedLine::Event(event) => {
                 self.apply(&event);
                 Ok(())

@@ -321,10 +321,19 @@ impl AppState {
 
     pub(super) fn qprof_profile(&mut self, e: &Value) -> Applied {
         let id = req_i64(e, "executionId")?;
-        let exec = self.executions.get_mut(&id).ok_or(Missing)?;
         let profile = e.get("profile").ok_or(Missing)?;
-        exec.qprof_profile_json =
-            Some((e.get("formatVersion").cloned(), profile.to_string().into()));
+        self.qprof_profile_text(id, e.get("formatVersion").cloned(), profile.to_string())
+    }
+
+    /// Keeps the profile of execution `id` as its JSON text, to be read when asked for.
+    pub(super) fn qprof_profile_text(
+        &mut self,
+        id: i64,
+        version: Option<Value>,
+        json: String,
+    ) -> Applied {
+        let exec = self.executions.get_mut(&id).ok_or(Missing)?;
+        exec.qprof_profile_json = Some((version, json.into()));
         Ok(())
     }
 
