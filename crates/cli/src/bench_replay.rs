@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
+use qprof_core::sampling::median;
+
 use crate::bench_cluster::free_port;
 use crate::cli::ReplayArgs;
 
@@ -189,18 +191,6 @@ fn the_application(dir: &Path) -> Result<(String, u64)> {
     Ok((id, bytes))
 }
 
-/// The median of `values` (not empty).
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let mid = sorted.len() / 2;
-    if sorted.len() % 2 == 0 {
-        f64::midpoint(sorted[mid - 1], sorted[mid])
-    } else {
-        sorted[mid]
-    }
-}
-
 /// Starts `server`, waits until it lists `app`, and times its first `/jobs` of it.
 async fn time_first_jobs(
     mut server: Server,
@@ -249,10 +239,10 @@ pub(crate) async fn replay(args: &ReplayArgs) -> Result<()> {
         }
         println!("{line}");
     }
-    let qprof = median(&ours);
+    let qprof = median(&mut ours);
     print!("median: qprof {qprof:.3} s");
     if !theirs.is_empty() {
-        let spark = median(&theirs);
+        let spark = median(&mut theirs);
         print!("  Spark {spark:.3} s  Spark / qprof {:.1}", spark / qprof);
     }
     println!();
