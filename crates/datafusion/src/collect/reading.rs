@@ -179,12 +179,8 @@ pub(crate) fn read_plan(plan: &Arc<dyn ExecutionPlan>) -> PlanReadings {
             }
         }
         let runtime = exec.counters().runtime.get();
-        let (filter_metrics, _) = dynamic_filters::metrics(
-            node.as_ref(),
-            node.metrics().as_ref(),
-            &producers,
-            runtime.map(Arc::as_ref),
-        );
+        let (filter_metrics, _) =
+            dynamic_filters::metrics(node.as_ref(), None, &producers, runtime.map(Arc::as_ref));
         let mut functions = functions.remove(&exec.node_id()).unwrap_or_default();
         if exec.node_id() == root_id {
             functions.extend(unplaced.iter().cloned());

@@ -34,8 +34,9 @@ use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 
 /// Rows of the row groups `plan` (a Parquet scan with dynamic filters in its predicate)
 /// skipped only because of those filters; `None` for any other operator. `metrics` are
-/// the scan's own (DataFusion's): a scan that skipped no row group replaced nothing, and
-/// its files' footers are not read again.
+/// the scan's own (DataFusion's), if the caller read them already (else they are read
+/// here): a scan that skipped no row group replaced nothing, and its files' footers are
+/// not read again.
 pub(super) fn rows_replaced(
     plan: &dyn ExecutionPlan,
     metrics: Option<&MetricsSet>,
@@ -49,7 +50,11 @@ pub(super) fn rows_replaced(
     if !dynamic {
         return None;
     }
-    if metrics.is_some_and(|m| !skipped_row_groups(m)) {
+    let skipped = match metrics {
+        Some(metrics) => skipped_row_groups(metrics),
+        None => plan.metrics().is_none_or(|m| skipped_row_groups(&m)),
+    };
+    if !skipped {
         return Some(0);
     }
     let with_final_filters = snapshot_physical_expr(predicate).ok()?;
@@ -97,9 +102,9 @@ fn skipped_row_groups(metrics: &MetricsSet) -> bool {
     })
 }
 
-/// DataFusion's names of a Parquet scan's row groups skipped by statistics and by a
-/// dynamic filter while reading.
+/// DataFusion's name of a Parquet scan's row groups skipped by statistics.
 const ROW_GROUPS_PRUNED_BY_STATISTICS: &str = "row_groups_pruned_statistics";
+/// DataFusion's name of a Parquet scan's row groups a dynamic filter skipped as it read.
 const ROW_GROUPS_PRUNED_BY_DYNAMIC_FILTER: &str = "row_groups_pruned_dynamic_filter";
 
 /// `predicate` with every dynamic filter replaced by `true`, and whether it had any.

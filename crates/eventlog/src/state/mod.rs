@@ -92,16 +92,20 @@ impl ParsedLine<'_> {
         if line.is_empty() {
             return ParsedLine::Blank;
         }
+        // the event's name, where the line starts with it as Spark and qprof write it
+        let named = |name: &[u8]| {
+            line.strip_prefix(b"{\"Event\":\"")
+                .and_then(|rest| rest.strip_prefix(name))
+                .is_some_and(|rest| rest.starts_with(b"\""))
+        };
         // task events are most of a log: decode them typed, skipping unused fields
-        let task_event = line.strip_prefix(b"{\"Event\":\"").and_then(|rest| {
-            if rest.starts_with(b"SparkListenerTaskEnd\"") {
-                Some(true)
-            } else if rest.starts_with(b"SparkListenerTaskStart\"") {
-                Some(false)
-            } else {
-                None
-            }
-        });
+        let task_event = if named(b"SparkListenerTaskEnd") {
+            Some(true)
+        } else if named(b"SparkListenerTaskStart") {
+            Some(false)
+        } else {
+            None
+        };
         if let Some(end) = task_event {
             return match serde_json::from_slice::<TaskEvent<'_>>(line) {
                 Ok(event) if end => ParsedLine::TaskEnd(event),
@@ -110,11 +114,7 @@ impl ParsedLine<'_> {
             };
         }
         // a profile is kept as text: borrow it rather than build it and print it again
-        if line
-            .strip_prefix(b"{\"Event\":\"")
-            .and_then(|rest| rest.strip_prefix(events::QPROF_QUERY_PROFILE.as_bytes()))
-            .is_some_and(|rest| rest.starts_with(b"\""))
-        {
+        if named(events::QPROF_QUERY_PROFILE.as_bytes()) {
             return match serde_json::from_slice::<ProfileEvent<'_>>(line) {
                 Ok(event) => ParsedLine::Profile(event),
                 Err(_) => ParsedLine::Corrupt,
