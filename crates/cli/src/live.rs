@@ -19,7 +19,6 @@ use qprof_eventlog::{IdCounters, QueryRecord, running_query_events};
 use qprof_eventlog::{LiveState, RunningQuery, TraceExportJson};
 use qprof_otel::OtlpListener;
 use serde_json::Value;
-use tokio::task::JoinHandle;
 
 /// The live state of a run, read from its profiler when asked.
 #[derive(Debug)]
@@ -37,8 +36,8 @@ impl qprof_server::LiveSource for RunLive {
                 .profiler
                 .running_queries()
                 .into_iter()
-                .filter_map(|id| self.profiler.snapshot(id))
-                .map(|p| RunningQuery::of(&p))
+                .filter_map(|id| self.profiler.snapshot_progress(id))
+                .map(|(profile, progress)| RunningQuery::of(&profile, &progress))
                 .collect(),
             memory: MemoryJson::from(&self.profiler.memory_now()),
             trace_export: self.traces.as_ref().map(|t| {
@@ -73,9 +72,12 @@ impl qprof_server::LiveSource for RunLive {
 }
 
 /// The UI of a run, serving until the run ends (or, kept, until interrupted).
+/// Served on a thread and runtime of its own: a query whose operators keep the run's
+/// worker threads busy between two batches cannot hold up its pages.
 #[derive(Debug)]
 pub(crate) struct LiveUi {
-    server: JoinHandle<()>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: std::thread::JoinHandle<()>,
     address: std::net::SocketAddr,
 }
 
@@ -98,12 +100,18 @@ impl LiveUi {
         };
         let store = qprof_server::LogStore::open_with(log_dir, options)
             .with_context(|| format!("cannot read log directory '{}'", log_dir.display()))?;
-        let listener = tokio::net::TcpListener::bind(address)
-            .await
+        let listener = std::net::TcpListener::bind(address)
+            .with_context(|| format!("cannot serve the UI at {address}"))?;
+        listener
+            .set_nonblocking(true)
             .with_context(|| format!("cannot serve the UI at {address}"))?;
         let address = listener
             .local_addr()
             .context("cannot read the UI's bound address")?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the UI's runtime")?;
         let live = RunLive {
             profiler,
             log,
@@ -111,13 +119,32 @@ impl LiveUi {
             host: qprof_core::process::host_name(),
         };
         let router = qprof_server::live_router(store, Arc::new(live));
-        let server = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, router).await {
-                eprintln!("the UI stopped: {e}");
-            }
-        });
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = std::thread::Builder::new()
+            .name("qprof-live-ui".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let served = match tokio::net::TcpListener::from_std(listener) {
+                        Ok(listener) => axum::serve(listener, router)
+                            .with_graceful_shutdown(async {
+                                let _ = stopped.await;
+                            })
+                            .await
+                            .map_err(|e| e.to_string()),
+                        Err(e) => Err(e.to_string()),
+                    };
+                    if let Err(e) = served {
+                        eprintln!("the UI stopped: {e}");
+                    }
+                });
+            })
+            .context("cannot start the UI's thread")?;
         eprintln!("live UI at http://{address}/");
-        Ok(LiveUi { server, address })
+        Ok(LiveUi {
+            stop,
+            server,
+            address,
+        })
     }
 
     /// Stops serving now, or, if `keep`, once interrupted.
@@ -129,6 +156,10 @@ impl LiveUi {
             );
             let _ = tokio::signal::ctrl_c().await;
         }
-        self.server.abort();
+        // the answers under way end (for a short while at most), then the thread
+        let _ = self.stop.send(());
+        let server = self.server;
+        let joined = tokio::task::spawn_blocking(move || server.join());
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), joined).await;
     }
 }

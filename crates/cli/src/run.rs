@@ -11,6 +11,7 @@ use datafusion::prelude::SessionConfig;
 use indicatif::{ProgressBar, ProgressStyle};
 use qprof_core::format;
 use qprof_core::profile::QueryProfile;
+use qprof_core::progress::Progress;
 use qprof_datafusion::options::{
     ADAPTIVE_CPU_SAMPLING, ADAPTIVE_MAX_OVERHEAD_PCT, QprofOptions, TRACK_CPU_USAGE,
     TRACK_CPU_USAGE_FOR_FUNCTIONS,
@@ -312,6 +313,9 @@ impl Failures {
     }
 }
 
+/// The width of the progress line's bar.
+const PROGRESS_BAR_CELLS: usize = 20;
+
 /// How long a query runs before its progress line shows.
 const PROGRESS_AFTER: Duration = Duration::from_secs(1);
 
@@ -333,8 +337,8 @@ async fn with_progress<T>(
     let ticker = async {
         tokio::time::sleep(PROGRESS_AFTER).await;
         loop {
-            if let Some(profile) = session.profiler().snapshot(id) {
-                bar.set_message(progress_line(label, &profile, started.elapsed()));
+            if let Some((profile, progress)) = session.profiler().snapshot_progress(id) {
+                bar.set_message(progress_line(label, &profile, &progress, started.elapsed()));
                 bar.tick();
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -349,12 +353,19 @@ async fn with_progress<T>(
     out
 }
 
-/// `q3  2.1 s  rows scanned 1,234,567  read 120.5 MiB (57.3 MiB/s)`.
-fn progress_line(label: &str, profile: &QueryProfile, elapsed: Duration) -> String {
+/// `q3  [#####---------------]  25 %  6.3 s left  2.1 s  rows scanned 1,234,567  read
+/// 120.5 MiB (57.3 MiB/s)`.
+fn progress_line(
+    label: &str,
+    profile: &QueryProfile,
+    progress: &Progress,
+    elapsed: Duration,
+) -> String {
     let ScanProgress { rows, bytes } = ScanProgress::of(profile);
     let rate = bytes as f64 / elapsed.as_secs_f64().max(1e-3);
     format!(
-        "{label}  {:.1} s  rows scanned {}  read {} ({}/s)",
+        "{label}  {}  {:.1} s  rows scanned {}  read {} ({}/s)",
+        progress.bar(PROGRESS_BAR_CELLS),
         elapsed.as_secs_f64(),
         format::integer(rows),
         format::bytes(bytes),

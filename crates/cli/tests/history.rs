@@ -380,6 +380,17 @@ fn a_run_serves_its_live_ui_while_its_query_runs() {
     let query = &live["running"][0];
     assert!(query["sql"].as_str().unwrap().contains("CROSS JOIN"));
     assert!(query["tasks"].as_u64().unwrap() > 0, "{live}");
+    // how far it got: below 100 % while it runs, each stage's share too
+    let progress = query["progress"].as_f64().unwrap();
+    assert!((0.0..1.0).contains(&progress), "{live}");
+    let stages = query["stageProgress"].as_array().unwrap();
+    assert!(!stages.is_empty(), "{live}");
+    assert!(
+        stages
+            .iter()
+            .all(|s| (0.0..=1.0).contains(&s["progress"].as_f64().unwrap())),
+        "{live}"
+    );
     assert!(live["memory"]["rssBytes"].as_u64().unwrap() > 0, "{live}");
     assert!(live["memory"]["heapBytes"].as_u64().unwrap() > 0, "{live}");
     // the application, running, and its page with the running query
@@ -411,7 +422,9 @@ fn a_run_serves_its_live_ui_while_its_query_runs() {
     let dom = chromium(&["--dump-dom"], &format!("{url}/#/app/{app}"));
     let html = String::from_utf8_lossy(&dom.stdout);
     assert!(
-        html.contains("id=\"live\"") && html.contains("live-query-row"),
+        html.contains("id=\"live\"")
+            && html.contains("live-query-row")
+            && html.contains("class=\"live-progress\""),
         "no running query on the application's page:\n{html}"
     );
     assert!(
@@ -443,14 +456,16 @@ fn a_run_serves_its_live_ui_while_its_query_runs() {
             value("qprof_live_running_queries"),
             value("qprof_live_query_elapsed_seconds"),
             rss,
+            value("qprof_live_query_progress_ratio"),
         )
     };
-    let (running, elapsed, rss) = live_gauges();
+    let (running, elapsed, rss, progress) = live_gauges();
     assert_eq!(running, 1.0);
+    assert!((0.0..1.0).contains(&progress), "{progress}");
     assert!(rss > 0.0);
     // the query's elapsed time moves on while it runs
     loop {
-        let (running_later, elapsed_later, _) = live_gauges();
+        let (running_later, elapsed_later, _, _) = live_gauges();
         assert_eq!(running_later, 1.0);
         if elapsed_later > elapsed {
             break;

@@ -227,6 +227,9 @@ fn prometheus_sees_a_runs_live_gauges_move_and_its_failed_trace_exports() {
     assert!(moved > 0.0);
     let running = prometheus.value_when("qprof_live_running_queries", |v| v >= 1.0);
     assert_eq!(running, 1.0);
+    // how far it got, scraped: below 100 % while it runs
+    let progress = prometheus.value_when("max(qprof_live_query_progress_ratio)", |v| v >= 0.0);
+    assert!(progress < 1.0, "{progress}");
     // the first statement's trace could not be sent: counted, at /metrics and /qprof/v1/status
     let failed = prometheus.value_when("qprof_live_trace_failed_exports", |v| v >= 1.0);
     let status = json(port, "/qprof/v1/status");

@@ -30,6 +30,7 @@ pub mod phases;
 pub mod planning;
 pub mod process;
 pub mod profile;
+pub mod progress;
 pub mod sampling;
 pub mod spill;
 pub mod stable_id;

@@ -727,3 +727,118 @@ async fn a_streamed_read_through_the_cache_is_whole_and_counted_by_tier() {
     assert_eq!(tiers_of_runs[1], [0, 0, text.len() as i64]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_whose_build_side_was_read_shows_the_progress_of_its_probe_side() {
+    let dir = temp_dir("progress");
+    let file = dir.join("probe.parquet");
+    write_numbers(&file, 20_000, 1_000);
+    let store = CountingStore::gated();
+    let (profiler, ctx) = session(Arc::clone(&store), 1).await;
+    // the probe side's row count known exactly, from its footer, as users have it
+    ctx.sql("SET datafusion.execution.collect_statistics = true")
+        .await
+        .unwrap();
+    let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]));
+    let build = RecordBatch::try_new(
+        Arc::clone(&schema),
+        // every 20th value: across every row group, so the join's dynamic filter prunes none
+        vec![Arc::new(Int64Array::from_iter_values(
+            (0..20_000).step_by(20),
+        ))],
+    )
+    .unwrap();
+    let build = datafusion::datasource::MemTable::try_new(schema, vec![vec![build]]).unwrap();
+    ctx.register_table("build", Arc::new(build)).unwrap();
+    store.let_through(usize::MAX >> 4);
+    ctx.register_parquet(
+        "probe",
+        file.to_str().unwrap(),
+        ParquetReadOptions::default(),
+    )
+    .await
+    .unwrap();
+    let sql = "SELECT count(*) FROM build JOIN probe ON build.x = probe.x";
+    // planned once with the gate open: the footer's statistics are the table's now
+    ctx.sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let gate = store.gate.as_ref().unwrap();
+    gate.forget_permits(gate.available_permits());
+    let running: Running = {
+        let (profiler, ctx) = (profiler.clone(), ctx.clone());
+        tokio::spawn(async move { profiler.run_sql(&ctx, sql).await })
+    };
+    // the reads of the probe side let through one at a time; each time one waits at the
+    // gate, the query's progress is read
+    let mut readings = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !running.is_finished() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the query never ended"
+        );
+        if store.held.load(Relaxed) == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            continue;
+        }
+        let read = profiler
+            .running_queries()
+            .iter()
+            .find_map(|&id| profiler.snapshot_progress(id));
+        if let Some((profile, progress)) = read {
+            let build_read = profile.plan.iter().any(|n| {
+                n.name == "DataSourceExec"
+                    && !n.display.contains("parquet")
+                    && !n.task_spans.is_empty()
+                    && n.task_spans.iter().all(|s| s.finish_epoch_micros > 0)
+            });
+            readings.push((build_read, progress.fraction));
+        }
+        let served = store.reads.load(Relaxed);
+        store.let_through(1);
+        until("the read let through served", || {
+            store.reads.load(Relaxed) > served || running.is_finished()
+        })
+        .await;
+    }
+    let run = running.await.unwrap().unwrap();
+    assert_eq!(run.profile.rows, 1);
+    let probe = run
+        .profile
+        .plan
+        .iter()
+        .find(|n| n.name == "DataSourceExec" && n.display.contains("parquet"))
+        .unwrap();
+    assert_eq!(
+        value(probe, names::OUTPUT_ROWS),
+        20_000,
+        "every row group read"
+    );
+    assert!(profiler.snapshot_progress(run.profile.id).is_none());
+    // while the probe side was read, the build side had been read to its end, and the
+    // query read as far as its probe side: far from done at first, further on as its
+    // reads came in, never done before its end
+    let while_probed: Vec<f64> = readings
+        .iter()
+        .filter(|(build_read, _)| *build_read)
+        .map(|(_, f)| *f)
+        .collect();
+    assert!(while_probed.len() >= 5, "{readings:?}");
+    assert!(while_probed[0] < 0.5, "{readings:?}");
+    assert!(
+        while_probed.last().unwrap() > &(while_probed[0] + 0.3),
+        "{readings:?}"
+    );
+    assert!(readings.iter().all(|(_, f)| *f < 1.0), "{readings:?}");
+    assert!(
+        readings
+            .windows(2)
+            .all(|w| w[1].1 >= w[0].1 - qprof_core::progress::MAX_BACKWARD),
+        "{readings:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

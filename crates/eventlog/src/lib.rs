@@ -46,7 +46,7 @@ mod writer;
 pub use codec::{Codec, encode_lz4_blocks};
 pub use layout::{APPSTATUS_PREFIX, LogSource, discover, discover_in};
 pub use listener::EventLogListener;
-pub use live::{LiveState, RunningQuery, ScanProgress, TraceExportJson};
+pub use live::{LiveState, RunningQuery, ScanProgress, StageProgressJson, TraceExportJson};
 pub use pprof::pprof_profile;
 pub use profile_diff::{DEFAULT_REGRESSION_THRESHOLD_PERCENT, QueryDiff, diff_queries};
 pub use profile_events::{IdCounters, QueryRecord, running_query_events};

@@ -3,6 +3,7 @@
 //! them and reads them for Prometheus, and its page reads their JSON.
 
 use qprof_core::profile::{QueryProfile, names};
+use qprof_core::progress::Progress;
 use serde::{Deserialize, Serialize};
 
 use crate::profile_json::MemoryJson;
@@ -60,22 +61,53 @@ pub struct RunningQuery {
     pub tasks: usize,
     /// Its finished tasks.
     pub tasks_finished: usize,
+    /// The fraction of its work done, 0 to 1 (below 1 while it runs).
+    #[serde(default)]
+    pub progress: f64,
+    /// The time it has left at its recent rate, if there is one yet.
+    #[serde(default)]
+    pub eta_millis: Option<u64>,
+    /// Each stage's fraction done.
+    #[serde(default)]
+    pub stage_progress: Vec<StageProgressJson>,
+}
+
+/// How far one stage of a running query got.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StageProgressJson {
+    /// The stage's id in the query's live profile (provisional: see the profiler's snapshots).
+    pub stage_id: u32,
+    /// Its fraction done, 0 to 1.
+    pub progress: f64,
 }
 
 impl RunningQuery {
-    /// The query as its live profile (a snapshot) shows it.
-    pub fn of(profile: &QueryProfile) -> RunningQuery {
-        let progress = ScanProgress::of(profile);
+    /// The query as its live profile (a snapshot) and its `progress` show it.
+    pub fn of(profile: &QueryProfile, progress: &Progress) -> RunningQuery {
+        let scanned = ScanProgress::of(profile);
         let tasks = || profile.stages.iter().flat_map(|s| &s.tasks);
         RunningQuery {
             id: profile.id,
             sql: profile.sql.clone(),
             elapsed_millis: profile.duration_nanos / 1_000_000,
-            rows_scanned: progress.rows,
-            bytes_read: progress.bytes,
+            rows_scanned: scanned.rows,
+            bytes_read: scanned.bytes,
             stages: profile.stages.len(),
             tasks: tasks().count(),
             tasks_finished: tasks().filter(|t| t.finish_epoch_millis > 0).count(),
+            progress: progress.fraction,
+            eta_millis: progress
+                .eta
+                .map(|eta| u64::try_from(eta.as_millis()).unwrap_or(u64::MAX)),
+            stage_progress: progress
+                .stages
+                .iter()
+                .map(|s| StageProgressJson {
+                    stage_id: s.stage_id,
+                    progress: s.fraction,
+                })
+                .collect(),
         }
     }
 }
@@ -120,6 +152,12 @@ mod tests {
                 stages: 2,
                 tasks: 4,
                 tasks_finished: 1,
+                progress: 0.25,
+                eta_millis: Some(4_500),
+                stage_progress: vec![StageProgressJson {
+                    stage_id: 1,
+                    progress: 0.5,
+                }],
             }],
             memory: MemoryJson {
                 heap_bytes: 5,
@@ -142,9 +180,13 @@ mod tests {
             "stages",
             "tasks",
             "tasksFinished",
+            "progress",
+            "etaMillis",
+            "stageProgress",
         ] {
             assert!(query.get(key).is_some(), "{key} missing: {query}");
         }
+        assert_eq!(query["stageProgress"][0]["stageId"], 1);
         assert_eq!(json["memory"]["heapBytes"], 5);
         assert_eq!(json["traceExport"]["exportedSpans"], 7);
         assert_eq!(serde_json::from_value::<LiveState>(json).unwrap(), state);

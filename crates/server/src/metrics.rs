@@ -194,6 +194,24 @@ fn register_live(registry: &mut Registry, live: &LiveState) {
         progress(|q| q.elapsed_millis as f64 * 1e-3),
     );
     registry.register(
+        "live_query_progress_ratio",
+        "The fraction of each running query's work done (below 1 until it ends)",
+        progress(|q| q.progress),
+    );
+    // a query without a rate yet has no gauge of its time left
+    let eta = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    for q in &live.running {
+        if let Some(millis) = q.eta_millis {
+            eta.get_or_create(&labels(&[("query", &q.id.to_string())]))
+                .set(millis as f64 * 1e-3);
+        }
+    }
+    registry.register(
+        "live_query_eta_seconds",
+        "The time each running query has left at its recent rate",
+        eta,
+    );
+    registry.register(
         "live_query_tasks_finished",
         "Tasks each running query has finished",
         progress(|q| q.tasks_finished as f64),

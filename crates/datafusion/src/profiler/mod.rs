@@ -39,6 +39,7 @@ use qprof_core::counters::OperatorTaskCounters;
 use qprof_core::events::{AppEnd, AppInfo, Event, EventBus, Listener, ListenerFailure};
 use qprof_core::executor_memory::MemorySample;
 use qprof_core::profile::QueryProfile;
+use qprof_core::progress::{Progress, ProgressTracker, WorkDone};
 use qprof_core::stacks::SamplingSession;
 
 use crate::collect::{PlanReadings, QueryInfo, RunIds, collect_profile, read_plan};
@@ -97,6 +98,8 @@ struct RunningQuery {
     clock: Instant,
     start_epoch_millis: u64,
     plan: Arc<dyn ExecutionPlan>,
+    /// Its progress as shown so far, kept so it moves back by a bounded step at most.
+    progress: ProgressTracker,
 }
 
 impl Drop for Shared {
@@ -427,6 +430,21 @@ impl Profiler {
         Some(collect_profile(&plan, info, &self.shared.ids.continuing()))
     }
 
+    /// [`Profiler::snapshot`] of running query `id` and its progress as of now: the
+    /// fraction of its work done (below 1 until it ends, never back by more than a small
+    /// step between two calls) and the time left at its recent rate (see
+    /// [`qprof_core::progress`]). `None` if no query `id` is running.
+    pub fn snapshot_progress(&self, id: usize) -> Option<(QueryProfile, Progress)> {
+        let profile = self.snapshot(id)?;
+        let work = WorkDone::of(&profile);
+        let elapsed = Duration::from_nanos(profile.duration_nanos);
+        let mut running = self.running();
+        let query = running.iter_mut().find(|q| q.id == id)?;
+        let progress = query.progress.update(elapsed, work);
+        drop(running);
+        Some((profile, progress))
+    }
+
     /// Every running query as of now, oldest first: what it is, its plan and its
     /// [`Profiler::snapshot`].
     pub fn running_snapshots(&self) -> Vec<QuerySnapshot> {
@@ -438,11 +456,12 @@ impl Profiler {
         running
             .into_iter()
             .filter_map(|(id, description, plan)| {
-                let profile = self.snapshot(id)?;
+                let (profile, progress) = self.snapshot_progress(id)?;
                 Some(QuerySnapshot {
                     description,
                     plan_text: plan_text(&plan),
                     profile,
+                    progress,
                 })
             })
             .collect()
@@ -488,6 +507,7 @@ impl Profiler {
             clock: started.clock,
             start_epoch_millis: started.start_epoch_millis,
             plan: Arc::clone(plan),
+            progress: ProgressTracker::new(),
         });
     }
 
@@ -505,6 +525,8 @@ pub struct QuerySnapshot {
     pub plan_text: String,
     /// Its profile so far (see [`Profiler::snapshot`]).
     pub profile: QueryProfile,
+    /// How far it got and how long it has left (see [`Profiler::snapshot_progress`]).
+    pub progress: Progress,
 }
 
 /// The application a session with `config` (DataFusion's defaults if `None`) is: the

@@ -100,6 +100,7 @@
       td(h('span', { class: 'mono' }, String(q.id)), 'num'),
       td(firstLine(q.sql), 'desc-cell', q.sql),
       td(fmtMs(q.elapsedMillis), 'num'),
+      td(progressCell(q), 'progress-cell'),
       td(`${fmtInt(q.tasksFinished)} / ${fmtInt(q.tasks)}`, 'num'),
       td(fmtInt(q.rowsScanned), 'num'),
       td(fmtBytes(q.bytesRead), 'num')));
@@ -110,9 +111,19 @@
         ['Storage', fmtBytes(m.storageBytes)],
         ['RSS', fmtBytes(m.rssBytes)],
       ]),
-      table({ id: 'live-table' }, [['Query', 'num'], 'SQL', ['Running for', 'num'], ['Tasks done', 'num'],
+      table({ id: 'live-table' }, [['Query', 'num'], 'SQL', ['Running for', 'num'], 'Progress', ['Tasks done', 'num'],
         ['Rows scanned', 'num'], ['Bytes read', 'num']], rows, 'No query running'),
     ];
+  }
+
+  // A bar of the fraction done, its percentage and the time left (while there is a rate).
+  function progressCell(q) {
+    const fraction = Math.min(Math.max(Number(q.progress) || 0, 0), 1);
+    const percent = `${Math.floor(fraction * 100)} %`;
+    const left = q.etaMillis == null ? '' : ` · ${fmtMs(q.etaMillis)} left`;
+    return h('span', { class: 'live-progress', 'data-progress': String(fraction) },
+      h('progress', { max: '1', value: String(fraction) }),
+      ` ${percent}${left}`);
   }
 
   // A card that refreshes itself every second while it is on the page.
