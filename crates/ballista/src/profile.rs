@@ -306,7 +306,7 @@ impl Builder<'_> {
                 .one_line()
                 .to_string()
                 .trim()
-                .to_string(),
+                .into(),
             stage_id: self.stage_ids.get(&stage).copied(),
             metrics,
             info,
@@ -443,7 +443,7 @@ fn folded_by_task(
             None => by_task.push(TaskValue { task, value }),
         }
     }
-    let mut metric = NodeMetric::summed(name, display, kind, by_task);
+    let mut metric = NodeMetric::summed(name.to_string(), display.to_string(), kind, by_task);
     if is_peak {
         metric.value = metric.tasks.iter().map(|v| v.value).max().unwrap_or(0);
     }

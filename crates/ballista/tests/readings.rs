@@ -14,7 +14,7 @@ use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use qprof_ballista::wire::{Packer, decode};
 use qprof_core::metric::TaskRef;
-use qprof_core::profile::{NodeMetric, ProfileNode, names};
+use qprof_core::profile::{NodeMetric, OperatorText, ProfileNode, names};
 use qprof_datafusion::{
     PlanReadings, PlanSites, ProfiledExec, Profiler, add_join_projection_metrics, attach_sites,
     claim_sites, join_shape, operator_metrics, plan_timed_calls,
@@ -65,8 +65,8 @@ fn seen(metrics: &[NodeMetric]) -> Vec<Seen> {
                 .collect();
             values.sort_unstable();
             (
-                m.name.clone(),
-                m.display_name.clone(),
+                m.name.to_string(),
+                m.display_name.to_string(),
                 m.kind.as_str().to_string(),
                 m.value,
                 values,
@@ -121,7 +121,7 @@ fn named_from_the_wire(plan: &Arc<dyn ExecutionPlan>, readings: &PlanReadings) -
     ProfileNode {
         id: exec.node_id(),
         name: plan.name().to_string(),
-        display: String::new(),
+        display: OperatorText::default(),
         stage_id: None,
         metrics,
         info: Vec::new(),

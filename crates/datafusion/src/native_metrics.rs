@@ -2,6 +2,8 @@
 //! tables of [`crate::definitions`] (or named by a fallback rule for metrics no table
 //! knows), one value per task.
 
+use std::borrow::Cow;
+
 use datafusion::physical_plan::metrics::{Metric, MetricValue};
 use qprof_core::catalog;
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
@@ -12,8 +14,8 @@ use qprof_core::metric::saturating_i64;
 
 /// A native metric's definition, from a table or derived for metrics no table knows.
 struct Def {
-    name: String,
-    display: String,
+    name: Cow<'static, str>,
+    display: Cow<'static, str>,
     kind: MetricKind,
     read_as: ReadAs,
 }
@@ -25,8 +27,8 @@ fn defs_for(operator: &str, label: &str, value: &MetricValue) -> Vec<Def> {
         return known
             .into_iter()
             .map(|d| Def {
-                name: d.name.to_string(),
-                display: d.display.replace("{op}", label),
+                name: Cow::Borrowed(d.name),
+                display: Cow::Borrowed(catalog::display_text(d.display, label)),
                 kind: d.kind,
                 read_as: d.read_as,
             })
@@ -35,8 +37,8 @@ fn defs_for(operator: &str, label: &str, value: &MetricValue) -> Vec<Def> {
     let display = native.replace('_', " ");
     let simple = |kind| {
         vec![Def {
-            name: definitions::fallback_name(native, kind),
-            display: display.clone(),
+            name: definitions::fallback_name(native, kind).into(),
+            display: display.clone().into(),
             kind,
             read_as: ReadAs::Value,
         }]
@@ -53,8 +55,8 @@ fn defs_for(operator: &str, label: &str, value: &MetricValue) -> Vec<Def> {
             simple(MetricKind::Size)
         }
         MetricValue::Ratio { .. } => vec![Def {
-            name: definitions::fallback_name(native, MetricKind::Average),
-            display: format!("{display} (%)"),
+            name: definitions::fallback_name(native, MetricKind::Average).into(),
+            display: format!("{display} (%)").into(),
             kind: MetricKind::Average,
             read_as: ReadAs::RatioPercent,
         }],
@@ -62,14 +64,14 @@ fn defs_for(operator: &str, label: &str, value: &MetricValue) -> Vec<Def> {
             let base = definitions::fallback_name(native, MetricKind::Sum);
             vec![
                 Def {
-                    name: format!("{base}Pruned"),
-                    display: format!("{display}: pruned"),
+                    name: format!("{base}Pruned").into(),
+                    display: format!("{display}: pruned").into(),
                     kind: MetricKind::Sum,
                     read_as: ReadAs::Pruned,
                 },
                 Def {
-                    name: format!("{base}Matched"),
-                    display: format!("{display}: matched"),
+                    name: format!("{base}Matched").into(),
+                    display: format!("{display}: matched").into(),
                     kind: MetricKind::Sum,
                     read_as: ReadAs::Matched,
                 },

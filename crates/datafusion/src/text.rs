@@ -1,10 +1,14 @@
 //! The texts descriptions use: an error, a plan and a query's SQL, each on one line
 //! (the plan indented, as DataFusion's EXPLAIN shows it).
 
+use std::fmt;
 use std::sync::Arc;
 
+use datafusion::datasource::physical_plan::FileScanConfig;
+use datafusion::datasource::source::{DataSource, DataSourceExec};
 use datafusion::error::DataFusionError;
-use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::{DisplayFormatType, ExecutionPlan, displayable};
+use qprof_core::profile::{OperatorText, RenderText};
 
 /// A DataFusion error as one line: its root cause (DataFusion nests the same cause in
 /// layers that each repeat it), a parser error by its own message, no backtrace.
@@ -55,4 +59,33 @@ pub fn describe_sql(sql: &str) -> String {
         text.push('…');
     }
     text
+}
+
+/// `plan`'s one line as EXPLAIN prints it, trimmed. A file scan's is rendered when first
+/// read (a Parquet scan's builds its pruning predicate to print it), from its data
+/// source only: the text keeps the scan's files and predicate, not its operator.
+pub(crate) fn operator_text(plan: &dyn ExecutionPlan) -> OperatorText {
+    match plan.downcast_ref::<DataSourceExec>() {
+        Some(scan) if scan.data_source().is::<FileScanConfig>() => {
+            OperatorText::lazy(ScanText(Arc::clone(scan.data_source())))
+        }
+        _ => OperatorText::from(displayable(plan).one_line().to_string().trim()),
+    }
+}
+
+/// A file scan's line, `DataSourceExec: ` and its source's, as DataFusion's
+/// `DataSourceExec` prints it.
+struct ScanText(Arc<dyn DataSource>);
+
+impl RenderText for ScanText {
+    fn render(&self) -> String {
+        struct Line<'a>(&'a dyn DataSource);
+        impl fmt::Display for Line<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("DataSourceExec: ")?;
+                self.0.fmt_as(DisplayFormatType::Default, f)
+            }
+        }
+        Line(self.0.as_ref()).to_string().trim().to_string()
+    }
 }

@@ -752,7 +752,7 @@ impl From<&NodeMetric> for MetricJson {
         MetricJson {
             value: m.value,
             kind: m.kind.as_str().to_string(),
-            display_name: m.display_name.clone(),
+            display_name: m.display_name.to_string(),
             tasks: spread.as_ref().map(|_| m.tasks.len()),
             min: spread.as_ref().map(|a| a.min),
             median: spread.as_ref().map(|a| a.median),
@@ -790,12 +790,12 @@ impl From<&ProfileNode> for NodeJson {
             id: n.id,
             stable_id: None,
             name: n.name.clone(),
-            display: n.display.clone(),
+            display: n.display.to_string(),
             stage_id: n.stage_id,
             metrics: OrderedMap(
                 n.metrics
                     .iter()
-                    .map(|m| (m.name.clone(), MetricJson::from(m)))
+                    .map(|m| (m.name.to_string(), MetricJson::from(m)))
                     .collect(),
             ),
             info: OrderedMap(n.info.clone()),
@@ -833,7 +833,7 @@ impl From<&TaskProfile> for TaskJson {
                     .iter()
                     .map(|m| {
                         (
-                            m.name.clone(),
+                            m.name.to_string(),
                             TaskMetricJson {
                                 value: m.value,
                                 kind: m.kind.as_str().to_string(),

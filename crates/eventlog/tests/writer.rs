@@ -42,7 +42,7 @@ fn metric(name: &str, kind: MetricKind, values: &[(Option<TaskRef>, i64)]) -> No
             value: *value,
         })
         .collect();
-    NodeMetric::summed(name, format!("{name} shown"), kind, tasks)
+    NodeMetric::summed(name.to_string(), format!("{name} shown"), kind, tasks)
 }
 
 fn node(
@@ -55,7 +55,7 @@ fn node(
     ProfileNode {
         id,
         name: name.into(),
-        display: format!("{name}: details"),
+        display: format!("{name}: details").into(),
         stage_id: Some(stage),
         metrics,
         info: vec![("note".into(), format!("node {id}"))],
@@ -68,7 +68,7 @@ fn node(
 
 fn task_profile(id: u64, start: i64, rows: i64) -> TaskProfile {
     let m = |name: &str, kind, value| TaskMetric {
-        name: name.into(),
+        name: name.to_string().into(),
         kind,
         value,
     };
@@ -329,7 +329,7 @@ fn a_written_log_replays_to_the_profile() {
         .flat_map(|n| {
             n.metrics
                 .iter()
-                .map(move |m| ((n.id as i64, m.display_name.clone()), m.spark_string()))
+                .map(move |m| ((n.id as i64, m.display_name.to_string()), m.spark_string()))
         })
         .collect();
     let mut seen = 0;

@@ -404,7 +404,7 @@ fn operator_span(
     span.attributes = vec![
         attr("operator.id", int(node.id as u64)),
         attr("operator.name", node.name.clone()),
-        attr("operator.display", node.display.clone()),
+        attr("operator.display", node.display.to_string()),
         attr("stage.id", i64::from(task.stage_id)),
         attr("task.id", int(task.task_id)),
         attr("task.partition", i64::from(task.partition)),

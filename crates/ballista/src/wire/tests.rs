@@ -226,8 +226,8 @@ proptest! {
         values in proptest::collection::vec((0u32..4, 0i64..i64::MAX), 1..6),
     ) {
         let metric = NodeMetric::summed(
-            name.as_str(),
-            display.as_str(),
+            name.clone(),
+            display.clone(),
             MetricKind::Sum,
             values
                 .iter()

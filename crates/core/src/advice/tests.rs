@@ -7,7 +7,7 @@ use crate::profile::fixtures::sample;
 use crate::profile::{StageProfile, TaskProfile};
 
 /// Sets operator `id`'s metric `name` to `value` (one task).
-fn set(profile: &mut QueryProfile, id: usize, name: &str, value: i64) {
+fn set(profile: &mut QueryProfile, id: usize, name: &'static str, value: i64) {
     fn find(node: &mut ProfileNode, id: usize) -> Option<&mut ProfileNode> {
         if node.id == id {
             return Some(node);

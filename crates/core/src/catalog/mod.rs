@@ -19,6 +19,10 @@ pub use joins::{
     PhaseCondition, PhaseMetricDef,
 };
 
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{LazyLock, PoisonError, RwLock};
+
 use crate::metric::{MetricKind, TaskValue};
 use crate::profile::{NodeMetric, TaskMetric};
 
@@ -178,6 +182,33 @@ impl Family {
     }
 }
 
+/// `template` with `{op}` replaced by `op`, made once for the process and shared.
+pub fn display_text(template: &'static str, op: &str) -> &'static str {
+    /// The texts made so far, by template (its address: templates are the tables'
+    /// constants) and operator label.
+    type Texts = HashMap<usize, HashMap<Box<str>, &'static str>>;
+    static TEXTS: LazyLock<RwLock<Texts>> = LazyLock::new(RwLock::default);
+    if !template.contains("{op}") {
+        return template;
+    }
+    let key = template.as_ptr() as usize;
+    let made = TEXTS
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&key)
+        .and_then(|by_op| by_op.get(op).copied());
+    if let Some(text) = made {
+        return text;
+    }
+    let mut texts = TEXTS.write().unwrap_or_else(PoisonError::into_inner);
+    texts
+        .entry(key)
+        .or_default()
+        .entry(op.into())
+        // bounded: one per template and operator label, for the life of the process
+        .or_insert_with(|| Box::leak(template.replace("{op}", op).into_boxed_str()))
+}
+
 /// One metric qprof measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MetricDef {
@@ -204,16 +235,26 @@ impl MetricDef {
         self.display.replace("{op}", op)
     }
 
+    /// The display name for an operator labelled `op`, shared: made once per display
+    /// template and label for the process (there are as many as the catalog's templates
+    /// times the operators' labels), so that a profile's metrics allocate no names.
+    pub fn display_text(&self, op: &str) -> &'static str {
+        display_text(self.display, op)
+    }
+
     /// The metric of an operator labelled `op` with these task values, their sum as its
-    /// value (a peak's or an average's value is set by the caller, which knows it).
+    /// value (a peak's or an average's value is set by the caller, which knows it). `op`
+    /// is an operator type's label, one of a bounded set: its display name is shared (see
+    /// [`MetricDef::display_text`]); for any other text, build the metric with
+    /// [`MetricDef::display_for`].
     pub fn summed(&self, op: &str, tasks: Vec<TaskValue>) -> NodeMetric {
-        NodeMetric::summed(self.name, self.display_for(op), self.kind, tasks)
+        NodeMetric::summed(self.name, self.display_text(op), self.kind, tasks)
     }
 
     /// A task's own value of the metric (the task's, not one operator's).
     pub fn of_task(&self, value: i64) -> TaskMetric {
         TaskMetric {
-            name: self.name.to_string(),
+            name: Cow::Borrowed(self.name),
             kind: self.kind,
             value,
         }
@@ -406,6 +447,23 @@ mod tests {
         );
         assert_eq!(find("selfCpuNanos"), Some(&SELF_CPU_NANOS));
         assert_eq!(find("noSuchMetric"), None);
+    }
+
+    #[test]
+    fn a_display_name_is_made_once_per_label_and_shared() {
+        let join = SELF_CPU_NANOS.display_text("hash join");
+        assert_eq!(join, SELF_CPU_NANOS.display_for("hash join"));
+        // the same text, not a copy
+        assert!(std::ptr::eq(join, SELF_CPU_NANOS.display_text("hash join")));
+        assert_eq!(SELF_CPU_NANOS.display_text("sort"), "self cpu time of sort");
+        // a template without a label is itself
+        assert!(std::ptr::eq(
+            OUTPUT_ROWS.display_text("hash join"),
+            OUTPUT_ROWS.display
+        ));
+        let metric = SELF_CPU_NANOS.summed("hash join", Vec::new());
+        assert!(matches!(metric.name, Cow::Borrowed("selfCpuNanos")));
+        assert!(matches!(metric.display_name, Cow::Borrowed(_)));
     }
 
     #[test]

@@ -26,13 +26,13 @@ fn node(
         .iter()
         .map(|c| c.value(names::CPU_NANOS).unwrap())
         .sum();
-    let metric = |n: &str, kind, vals: [i64; 2]| {
+    let metric = |n: &'static str, kind, vals: [i64; 2]| {
         NodeMetric::summed(n, n, kind, vec![tv(0, vals[0]), tv(1, vals[1])])
     };
     ProfileNode {
         id,
         name: name.to_string(),
-        display: format!("{name}: details"),
+        display: format!("{name}: details").into(),
         stage_id: Some(0),
         metrics: vec![
             metric(names::SELF_CPU_NANOS, MetricKind::NsTiming, self_cpu),

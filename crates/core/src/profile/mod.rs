@@ -7,22 +7,28 @@ mod critical_path;
 pub mod fixtures;
 pub mod names;
 mod render;
+mod text;
 
 pub use critical_path::{CriticalStep, HottestOperator};
 #[cfg(test)]
 mod tests;
 
+use std::borrow::Cow;
+
 use crate::executor_memory::MemorySample;
 use crate::metric::{Aggregate, MetricKind, TaskRef, TaskValue, spark_string};
 use crate::sampling::FunctionStats;
+pub use text::{OperatorText, RenderText};
 
 /// One metric of one operator: its per-task values and the operator-level value.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeMetric {
-    /// Stable camelCase name, e.g. `selfCpuNanos` or `hashBuildWallNanos`.
-    pub name: String,
-    /// Spark-style display name, e.g. `time of hash build`.
-    pub display_name: String,
+    /// Stable camelCase name, e.g. `selfCpuNanos` or `hashBuildWallNanos` (the catalog's
+    /// own text, shared, for every metric it defines).
+    pub name: Cow<'static, str>,
+    /// Spark-style display name, e.g. `time of hash build` (shared for every metric the
+    /// catalog defines: see [`crate::catalog::MetricDef::display_text`]).
+    pub display_name: Cow<'static, str>,
     /// How the metric aggregates and renders.
     pub kind: MetricKind,
     /// Operator-level value: the sum over tasks, except where a metric defines it otherwise
@@ -35,8 +41,8 @@ pub struct NodeMetric {
 impl NodeMetric {
     /// A metric whose operator-level value is the sum of its task values.
     pub fn summed(
-        name: impl Into<String>,
-        display_name: impl Into<String>,
+        name: impl Into<Cow<'static, str>>,
+        display_name: impl Into<Cow<'static, str>>,
         kind: MetricKind,
         tasks: Vec<TaskValue>,
     ) -> Self {
@@ -71,7 +77,7 @@ pub struct ProfileNode {
     /// Operator type, e.g. `HashJoinExec`.
     pub name: String,
     /// The operator's one-line description as EXPLAIN prints it.
-    pub display: String,
+    pub display: OperatorText,
     /// Stage the operator ran in, if the plan was cut into stages.
     pub stage_id: Option<u32>,
     /// Metrics, base metrics first.
@@ -230,7 +236,7 @@ impl ProfileNode {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskMetric {
     /// Metric name, as on operators.
-    pub name: String,
+    pub name: Cow<'static, str>,
     /// Metric kind.
     pub kind: MetricKind,
     /// The task's value.

@@ -9,7 +9,7 @@ fn text_tree_snapshot() {
 }
 
 /// Gives `node` the metric `name` at `value`.
-fn put(node: &mut ProfileNode, name: &str, value: i64) {
+fn put(node: &mut ProfileNode, name: &'static str, value: i64) {
     node.metrics.push(NodeMetric::summed(
         name,
         name,
@@ -235,7 +235,7 @@ fn a_join_on_the_critical_path_names_the_phase_that_took_its_cpu() {
         ),
     ] {
         let mut metric = template.clone();
-        metric.name = name.to_string();
+        metric.name = name.to_string().into();
         metric.tasks = stage_1_values(values);
         metric.value = metric.tasks.iter().map(|t| t.value).sum();
         scan.metrics.push(metric);

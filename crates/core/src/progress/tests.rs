@@ -2,7 +2,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::metric::{MetricKind, TaskRef, TaskValue};
-use crate::profile::{Estimate, Estimated, NodeMetric, TaskSpan, fixtures};
+use crate::profile::{Estimate, Estimated, NodeMetric, OperatorText, TaskSpan, fixtures};
 
 /// An operator of stage `stage` that produced `rows` so far, expected `estimate`, and
 /// whose one task `ended` or not.
@@ -23,7 +23,7 @@ fn operator(
     ProfileNode {
         id,
         name: format!("op{id}"),
-        display: String::new(),
+        display: OperatorText::default(),
         stage_id: Some(stage),
         metrics: vec![NodeMetric::summed(
             names::OUTPUT_ROWS,

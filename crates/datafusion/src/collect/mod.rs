@@ -10,7 +10,9 @@ use qprof_core::clock::epoch_millis;
 use qprof_core::counters::{OperatorTaskCounters, OperatorTaskSnapshot};
 use qprof_core::executor_memory::{MemoryRecorder, MemorySample};
 use qprof_core::metric::TaskRef;
-use qprof_core::profile::{FunctionProfile, ProfileNode, QueryProfile, StageProfile, TaskProfile};
+use qprof_core::profile::{
+    FunctionProfile, OperatorText, ProfileNode, QueryProfile, StageProfile, TaskProfile,
+};
 use qprof_core::sampling::FunctionStats;
 
 mod dynamic_filters;
@@ -28,6 +30,7 @@ use crate::definitions;
 use crate::exec::ProfiledExec;
 use crate::joins::join_shape;
 use crate::native_metrics::{add_stride_totals, native_metrics};
+use crate::text::operator_text;
 use qprof_core::call_site::FunctionSite;
 use qprof_core::metric::saturating_i64;
 
@@ -155,6 +158,7 @@ pub(crate) fn collect_profile(
         functions,
         producers: &producers,
         texts: info.operator_texts,
+        lazy_scan_texts: info.ended,
         native: info.native_metrics,
     };
     let mut root = builder.node(plan);
@@ -235,16 +239,19 @@ struct NodeBuilder<'a> {
     producers: &'a dynamic_filters::Producers,
     /// Whether nodes get their display text.
     texts: bool,
+    /// Whether a file scan's text is rendered when first read rather than now (at a
+    /// query's end: its plan no longer changes).
+    lazy_scan_texts: bool,
     /// Whether nodes get DataFusion's own metrics.
     native: bool,
 }
 
 impl NodeBuilder<'_> {
     fn node(&mut self, plan: &Arc<dyn ExecutionPlan>) -> ProfileNode {
-        let display = if self.texts {
-            displayable(plan.as_ref()).one_line().to_string()
-        } else {
-            String::new()
+        let display = match self.texts {
+            true if self.lazy_scan_texts => operator_text(plan.as_ref()),
+            true => OperatorText::from(displayable(plan.as_ref()).one_line().to_string().trim()),
+            false => OperatorText::default(),
         };
         let name = plan.name().to_string();
         let mut info = vec![(
@@ -303,7 +310,7 @@ impl NodeBuilder<'_> {
         ProfileNode {
             id,
             name,
-            display: display.trim().to_string(),
+            display,
             stage_id: stage_id.map(|s| self.stage_base + s),
             metrics,
             info,

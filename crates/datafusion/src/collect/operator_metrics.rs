@@ -283,8 +283,8 @@ fn io_metrics(
             .sum();
         let average = &catalog::AVERAGE_READ_CONCURRENCY;
         metrics.push(NodeMetric {
-            name: average.name.to_string(),
-            display_name: average.display_for(label),
+            name: average.name.into(),
+            display_name: average.display_text(label).into(),
             kind: average.kind,
             value: if samples == 0 {
                 0
@@ -306,8 +306,8 @@ fn io_metrics(
             .zip(&catalog::READ_CONCURRENCY_BUCKETS)
         {
             metrics.push(NodeMetric {
-                name: def.name.to_string(),
-                display_name: def.display_for(label),
+                name: def.name.into(),
+                display_name: def.display_text(label).into(),
                 kind: def.kind,
                 value: tenths(*share),
                 tasks: series(&|s| {

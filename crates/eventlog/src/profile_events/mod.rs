@@ -574,7 +574,7 @@ impl<'q> QueryEvents<'q> {
                     let per_metric = n
                         .metrics
                         .iter()
-                        .map(|m| (m.name.clone(), self.accs.get(n.id, &m.name)))
+                        .map(|m| (m.name.to_string(), self.accs.get(n.id, &m.name)))
                         .collect();
                     (n.id.to_string(), OrderedMap(per_metric))
                 })

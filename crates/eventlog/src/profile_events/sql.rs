@@ -6,7 +6,7 @@ use std::hash::{BuildHasher, Hasher};
 
 use qprof_core::catalog;
 use qprof_core::metric::TaskValue;
-use qprof_core::profile::{ProfileNode, QueryProfile};
+use qprof_core::profile::{NodeMetric, ProfileNode, QueryProfile};
 use serde_json::{Map, Value, json};
 
 use super::{IdCounters, QueryRecord, put};
@@ -49,9 +49,13 @@ pub(super) fn with_function_metrics(profile: &QueryProfile) -> QueryProfile {
                 task: None,
                 value: saturating_i64(f.cpu_nanos),
             };
-            let mut metric = def.summed(&f.expression, vec![value]);
-            metric.name = format!("{}{i}", def.name);
-            node.metrics.push(metric);
+            // a call's text is no operator label: its display name is its own
+            node.metrics.push(NodeMetric::summed(
+                format!("{}{i}", def.name),
+                def.display_for(&f.expression),
+                def.kind,
+                vec![value],
+            ));
         }
         node.children.iter_mut().for_each(add);
     }
@@ -70,7 +74,7 @@ impl Accumulators {
             let of_node = map.entry(node.id).or_default();
             for m in &node.metrics {
                 ids.accumulator += 1;
-                of_node.insert(m.name.clone(), ids.accumulator);
+                of_node.insert(m.name.to_string(), ids.accumulator);
             }
         }
         Accumulators(map)
@@ -107,7 +111,7 @@ pub(super) fn plan_info(node: &ProfileNode, accs: &Accumulators) -> Value {
         .collect();
     let info = json!({
         "nodeName": node.name,
-        "simpleString": node.display,
+        "simpleString": node.display.as_str(),
         "children": null,
         "metadata": null,
         "metrics": null,

@@ -8,7 +8,7 @@ fn node(id: usize, name: &str, children: Vec<ProfileNode>) -> ProfileNode {
     ProfileNode {
         id,
         name: name.to_string(),
-        display: format!("{name}: {id}"),
+        display: format!("{name}: {id}").into(),
         stage_id: None,
         metrics: vec![NodeMetric::summed(
             names::OUTPUT_ROWS,
