@@ -4,7 +4,9 @@
 
 use qprof_core::metric::MetricKind;
 
-pub(crate) use qprof_core::catalog::datafusion::{ReadAs, SUPERSEDED, native_defs, operator_def};
+pub(crate) use qprof_core::catalog::datafusion::{
+    OperatorDef, ReadAs, SUPERSEDED, native_defs_in, operator_def,
+};
 
 /// The label of an operator in display names: from its table, or derived from its type
 /// name (`StreamingTableExec` → `streaming table`).
@@ -50,7 +52,7 @@ pub(crate) fn fallback_name(native: &str, kind: MetricKind) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use qprof_core::catalog::datafusion::{COMMON, OPERATORS};
+    use qprof_core::catalog::datafusion::{COMMON, OPERATORS, native_defs};
     use std::collections::HashSet;
 
     #[test]

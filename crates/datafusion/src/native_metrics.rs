@@ -9,7 +9,7 @@ use qprof_core::catalog;
 use qprof_core::metric::{MetricKind, TaskRef, TaskValue};
 use qprof_core::profile::{NodeMetric, names};
 
-use crate::definitions::{self, ReadAs, SUPERSEDED};
+use crate::definitions::{self, OperatorDef, ReadAs, SUPERSEDED};
 use qprof_core::metric::saturating_i64;
 
 /// A native metric's definition, from a table or derived for metrics no table knows.
@@ -20,19 +20,18 @@ struct Def {
     read_as: ReadAs,
 }
 
-fn defs_for(operator: &str, label: &str, value: &MetricValue) -> Vec<Def> {
+fn defs_for(table: Option<&'static OperatorDef>, label: &str, value: &MetricValue) -> Vec<Def> {
     let native = value.name();
-    let known = definitions::native_defs(operator, native);
+    let known: Vec<Def> = definitions::native_defs_in(table, native)
+        .map(|d| Def {
+            name: Cow::Borrowed(d.name),
+            display: Cow::Borrowed(catalog::display_text(d.display, label)),
+            kind: d.kind,
+            read_as: d.read_as,
+        })
+        .collect();
     if !known.is_empty() {
-        return known
-            .into_iter()
-            .map(|d| Def {
-                name: Cow::Borrowed(d.name),
-                display: Cow::Borrowed(catalog::display_text(d.display, label)),
-                kind: d.kind,
-                read_as: d.read_as,
-            })
-            .collect();
+        return known;
     }
     let display = native.replace('_', " ");
     let simple = |kind| {
@@ -150,6 +149,9 @@ fn read(value: &MetricValue, reading: ReadAs) -> Option<ReadValue> {
     }
 }
 
+/// Room for the native metrics of most operators (a Parquet scan has about 30 names).
+const METRICS_PER_OPERATOR: usize = 32;
+
 /// A metric's reads added up by partition (`None`: operator-wide), in first-seen order.
 type ByPartition = Vec<(Option<usize>, ReadValue)>;
 
@@ -185,10 +187,11 @@ pub(crate) fn native_metrics<'a>(
     // name -> (display, kind, reading, per-partition reads), in first-seen order; an
     // operator has a few dozen names and a task one partition or a few, so both are
     // looked up in short vectors
-    let mut acc: Vec<(Def, ByPartition)> = Vec::new();
+    let mut acc: Vec<(Def, ByPartition)> = Vec::with_capacity(METRICS_PER_OPERATOR);
     // the slots of `acc` each native name feeds, worked out once per name (a scan has a
     // set of metrics per file it opened)
-    let mut slots_of: Vec<(&str, Vec<usize>)> = Vec::new();
+    let mut slots_of: Vec<(&str, Vec<usize>)> = Vec::with_capacity(METRICS_PER_OPERATOR);
+    let table = definitions::operator_def(operator);
     for metric in metrics {
         let native = metric.value().name();
         let at = match slots_of.iter().position(|(name, _)| *name == native) {
@@ -197,7 +200,7 @@ pub(crate) fn native_metrics<'a>(
                 let defs = if SUPERSEDED.contains(&native) {
                     Vec::new()
                 } else {
-                    defs_for(operator, label, metric.value())
+                    defs_for(table, label, metric.value())
                 };
                 let slots = defs
                     .into_iter()

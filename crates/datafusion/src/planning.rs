@@ -42,6 +42,8 @@ pub(crate) struct PlanningRecorder {
 #[derive(Debug, Default)]
 struct RecorderState {
     rules: Vec<RuleTiming>,
+    /// Where the rule after the last one timed is in `rules`, if it is there yet.
+    next_rule: usize,
     phases: Vec<PhaseTiming>,
     /// CPU time of the planning's polls that ended (ns).
     cpu_nanos: u64,
@@ -121,11 +123,16 @@ impl PlanningRecorder {
         let (start, end) = (self.offset(began), self.offset(ended));
         let nanos = end.saturating_sub(start);
         let mut state = self.state();
-        match state
-            .rules
-            .iter_mut()
-            .find(|r| r.phase == phase && r.name == name)
-        {
+        // the rules run in the same order pass after pass: the one after the last is the
+        // likely one
+        let next = state.next_rule;
+        let is = |r: &RuleTiming| r.phase == phase && r.name == name;
+        let at = match state.rules.get(next) {
+            Some(r) if is(r) => Some(next),
+            _ => state.rules.iter().position(is),
+        };
+        state.next_rule = at.map_or(state.rules.len() + 1, |i| i + 1);
+        match at.map(|i| &mut state.rules[i]) {
             Some(rule) => {
                 rule.wall_nanos += nanos;
                 rule.last_end_nanos = end;
@@ -302,9 +309,11 @@ impl AnalyzerRule for TimedAnalyzerRule {
     }
 }
 
+/// A hash of the whole plan, to tell whether a rule changed it: a fast one (the plan's
+/// every expression and field is hashed twice per analyzer rule), not a keyed one.
 fn plan_hash(plan: &LogicalPlan) -> u64 {
-    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-    BuildHasherDefault::<DefaultHasher>::default().hash_one(plan)
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0).hash_one(plan)
 }
 
 /// A logical optimizer rule, timed.

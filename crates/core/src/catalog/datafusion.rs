@@ -399,13 +399,22 @@ pub fn operator_def(operator: &str) -> Option<&'static OperatorDef> {
 /// The definitions that apply to DataFusion metric `native` of `operator`: the operator's
 /// table's if it knows the metric, else the common table's. Empty if neither knows it.
 pub fn native_defs(operator: &str, native: &str) -> Vec<&'static NativeMetricDef> {
-    let specific: Vec<_> = operator_def(operator)
-        .map(|d| d.native.iter().filter(|m| m.native == native).collect())
-        .unwrap_or_default();
-    if !specific.is_empty() {
-        return specific;
-    }
-    COMMON.iter().filter(|m| m.native == native).collect()
+    native_defs_in(operator_def(operator), native).collect()
+}
+
+/// [`native_defs`] with the operator's table found already ([`operator_def`]; `None`: the
+/// operator has none), for a caller that looks up many of one operator's metrics.
+pub fn native_defs_in<'a>(
+    table: Option<&'static OperatorDef>,
+    native: &'a str,
+) -> impl Iterator<Item = &'static NativeMetricDef> + 'a {
+    let specific = table.map_or(&[][..], |d| d.native);
+    let from = if specific.iter().any(|m| m.native == native) {
+        specific
+    } else {
+        COMMON
+    };
+    from.iter().filter(move |m| m.native == native)
 }
 
 /// The definition of DataFusion metric `native` of `operator` that reads its value.

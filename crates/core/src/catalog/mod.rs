@@ -184,19 +184,44 @@ impl Family {
 
 /// `template` with `{op}` replaced by `op`, made once for the process and shared.
 pub fn display_text(template: &'static str, op: &str) -> &'static str {
-    /// The texts made so far, by template (its address: templates are the tables'
-    /// constants) and operator label.
-    type Texts = HashMap<usize, HashMap<Box<str>, &'static str>>;
-    static TEXTS: LazyLock<RwLock<Texts>> = LazyLock::new(RwLock::default);
     if !template.contains("{op}") {
         return template;
     }
-    let key = template.as_ptr() as usize;
+    shared_text(SharedText::OperatorDisplay, template, op, || {
+        template.replace("{op}", op)
+    })
+}
+
+/// What a [`shared_text`] is made for: texts of one kind share a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SharedText {
+    /// A display name with its operator's label.
+    OperatorDisplay,
+    /// A join phase's metric name: the phase's prefix and the metric's suffix.
+    PhaseName,
+    /// A join phase's display name: the template with the phase's words.
+    PhaseDisplay,
+}
+
+/// The text `make` makes of `template` (one of the tables' constants) and `arg`, made once
+/// for the process and shared. For names and display names only: texts made of a template
+/// and an argument from a bounded set (operator labels, join phases), kept for the life
+/// of the process.
+pub fn shared_text(
+    kind: SharedText,
+    template: &'static str,
+    arg: &str,
+    make: impl FnOnce() -> String,
+) -> &'static str {
+    /// The texts made so far, by kind and template (its address and length) and argument.
+    type Texts = HashMap<(SharedText, usize, usize), HashMap<Box<str>, &'static str>>;
+    static TEXTS: LazyLock<RwLock<Texts>> = LazyLock::new(RwLock::default);
+    let key = (kind, template.as_ptr() as usize, template.len());
     let made = TEXTS
         .read()
         .unwrap_or_else(PoisonError::into_inner)
         .get(&key)
-        .and_then(|by_op| by_op.get(op).copied());
+        .and_then(|by_arg| by_arg.get(arg).copied());
     if let Some(text) = made {
         return text;
     }
@@ -204,9 +229,8 @@ pub fn display_text(template: &'static str, op: &str) -> &'static str {
     texts
         .entry(key)
         .or_default()
-        .entry(op.into())
-        // bounded: one per template and operator label, for the life of the process
-        .or_insert_with(|| Box::leak(template.replace("{op}", op).into_boxed_str()))
+        .entry(arg.into())
+        .or_insert_with(|| Box::leak(make().into_boxed_str()))
 }
 
 /// One metric qprof measures.

@@ -1,7 +1,7 @@
 //! A join's metrics by phase (`hashBuild*`, `hashProbe*`, ...) and the projections around
 //! it (`buildPreProjection*`, `streamPreProjection*`, `postProjection*`).
 
-use qprof_core::catalog::{self, PhaseCondition};
+use qprof_core::catalog::{self, PhaseCondition, SharedText};
 use qprof_core::format;
 use qprof_core::metric::TaskValue;
 use qprof_core::phases::{JoinPhase, PhaseSnapshot};
@@ -31,7 +31,6 @@ pub(super) fn phase_metrics(
     let mut out = Vec::new();
     for phase in JoinPhase::ALL {
         let prefix = shape.prefix(phase);
-        let words = format::camel_words(prefix);
         let holds = shape.holds_build_side && (shape.sequential || phase == JoinPhase::Build);
         for def in &catalog::JOIN_PHASE_METRICS {
             let has = match def.when {
@@ -50,12 +49,14 @@ pub(super) fn phase_metrics(
                     value: saturating_i64((def.read)(&phases[phase as usize])),
                 })
                 .collect();
-            out.push(NodeMetric::summed(
-                format!("{prefix}{}", def.suffix),
-                def.display.replace("{phase}", &words),
-                def.unit.kind(),
-                values,
-            ));
+            let name = catalog::shared_text(SharedText::PhaseName, def.suffix, prefix, || {
+                format!("{prefix}{}", def.suffix)
+            });
+            let display =
+                catalog::shared_text(SharedText::PhaseDisplay, def.display, prefix, || {
+                    def.display.replace("{phase}", &format::camel_words(prefix))
+                });
+            out.push(NodeMetric::summed(name, display, def.unit.kind(), values));
         }
     }
     out

@@ -18,6 +18,10 @@ use crate::joins::join_shape;
 use crate::native_metrics::add_stride_totals;
 use qprof_core::metric::saturating_i64;
 
+/// Room for the metrics qprof itself gives an operator: base, I/O, spilling and a join's
+/// phases.
+const OWN_METRICS: usize = 64;
+
 /// An operator's metrics and the facts shown beside them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OperatorMetrics {
@@ -44,7 +48,9 @@ pub fn operator_metrics(
     let name = inner.name();
     let label = definitions::operator_label(name);
     let mut info = Vec::new();
-    let mut metrics = base_metrics(reading, &label, task_of);
+    // room for all of them at once: an operator's metrics are put together from six parts
+    let mut metrics = Vec::with_capacity(OWN_METRICS + native.len());
+    metrics.extend(base_metrics(reading, &label, task_of));
     metrics.extend(io_metrics(
         reading,
         &label,
