@@ -1,3 +1,6 @@
+//! The progress of hand-built profiles: how far operators and stages got, and what a
+//! tracker shows of readings taken at known times.
+
 use proptest::prelude::*;
 
 use super::*;
