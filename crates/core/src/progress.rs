@@ -220,21 +220,17 @@ impl ProgressTracker {
             .max(self.shown - MAX_BACKWARD)
             .clamp(0.0, RUNNING_CAP);
         self.shown = fraction;
-        if self.readings.back().is_some_and(|(t, _)| *t > elapsed) {
-            // a reading out of order (two readers racing): keep the order
-            return Progress {
-                fraction,
-                eta: self.eta(),
-                stages: work.stages,
-            };
-        }
-        self.readings.push_back((elapsed, fraction));
-        while self
-            .readings
-            .get(1)
-            .is_some_and(|(t, _)| elapsed.saturating_sub(*t) >= RATE_WINDOW)
-        {
-            self.readings.pop_front();
+        // a reading out of order (two readers racing) is shown but not kept: the window
+        // stays in time order
+        if self.readings.back().is_none_or(|(t, _)| *t <= elapsed) {
+            self.readings.push_back((elapsed, fraction));
+            while self
+                .readings
+                .get(1)
+                .is_some_and(|(t, _)| elapsed.saturating_sub(*t) >= RATE_WINDOW)
+            {
+                self.readings.pop_front();
+            }
         }
         Progress {
             fraction,
