@@ -165,29 +165,32 @@ pub fn bucket_percentages(counts: &[u64]) -> Vec<f64> {
 /// significant digits (`0:12.5% 1:50% 2:37.5%`). Counts of several counters add up before
 /// rendering, so the string of an operator is that of its tasks together.
 pub fn bucket_info_string(counts: &[u64]) -> String {
-    let mut out = String::new();
+    let mut out = String::with_capacity(8 * counts.len());
     for (i, p) in bucket_percentages(counts).into_iter().enumerate() {
         if i > 0 {
             out.push(' ');
         }
-        let _ = write!(out, "{i}:{}%", significant(p, 4));
+        let _ = write!(out, "{i}:");
+        write_significant(&mut out, p, 4);
+        out.push('%');
     }
     out
 }
 
-/// `value` with at most `digits` significant digits and no trailing zeros, as C++'s
-/// `setprecision` prints it (`12.5`, `33.33`, `100`, `0`).
-fn significant(value: f64, digits: i32) -> String {
+/// Writes `value` to `out` with at most `digits` significant digits and no trailing zeros,
+/// as C++'s `setprecision` prints it (`12.5`, `33.33`, `100`, `0`).
+fn write_significant(out: &mut String, value: f64, digits: i32) {
     if value == 0.0 || !value.is_finite() {
-        return "0".to_string();
+        out.push('0');
+        return;
     }
     let magnitude = value.abs().log10().floor() as i32 + 1;
     let decimals = (digits - magnitude).max(0) as usize;
-    let text = format!("{value:.decimals$}");
-    if text.contains('.') {
-        text.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        text
+    let start = out.len();
+    let _ = write!(out, "{value:.decimals$}");
+    if out[start..].contains('.') {
+        let kept = out.trim_end_matches('0').trim_end_matches('.').len();
+        out.truncate(kept);
     }
 }
 
@@ -699,6 +702,12 @@ mod tests {
         }
         assert!(avg.samples() >= 3);
         assert_eq!(avg.average(), 7.0);
+    }
+
+    fn significant(value: f64, digits: i32) -> String {
+        let mut out = String::from("x");
+        write_significant(&mut out, value, digits);
+        out.split_off(1)
     }
 
     #[test]

@@ -3,6 +3,11 @@
 //! knows), one value per task.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::mem::Discriminant;
+use std::ops::Range;
+use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 
 use datafusion::physical_plan::metrics::{Metric, MetricValue};
 use qprof_core::catalog;
@@ -13,11 +18,69 @@ use crate::definitions::{self, OperatorDef, ReadAs, SUPERSEDED};
 use qprof_core::metric::saturating_i64;
 
 /// A native metric's definition, from a table or derived for metrics no table knows.
+#[derive(Debug, Clone)]
 struct Def {
     name: Cow<'static, str>,
     display: Cow<'static, str>,
     kind: MetricKind,
     read_as: ReadAs,
+}
+
+/// The definitions of the metrics one native metric of one operator type becomes, worked
+/// out once for the process.
+#[derive(Debug)]
+struct KnownDefs {
+    operator: Box<str>,
+    native: Box<str>,
+    variant: Discriminant<MetricValue>,
+    defs: Arc<[Def]>,
+}
+
+/// How many native metrics of operator types [`known_defs`] keeps: operator types and
+/// their metrics' names come from code, a few hundred in all; past this it works them out
+/// each time.
+const KNOWN_DEFS_KEPT: usize = 4096;
+
+/// [`defs_for`] the native metric `value` of operator type `operator`, worked out once
+/// for the process (a profile looks up some 15 native names per operator, each through
+/// the operator's table and the common one).
+fn known_defs(
+    operator: &str,
+    table: Option<&'static OperatorDef>,
+    label: &str,
+    value: &MetricValue,
+) -> Arc<[Def]> {
+    /// By a hash of operator type, native name and variant.
+    type Known = HashMap<u64, Vec<KnownDefs>, foldhash::fast::FixedState>;
+    static KNOWN: LazyLock<RwLock<(Known, usize)>> = LazyLock::new(RwLock::default);
+    let (native, variant) = (value.name(), std::mem::discriminant(value));
+    let key = foldhash::fast::FixedState::default().hash_one((operator, native, variant));
+    let is = |k: &&KnownDefs| &*k.operator == operator && &*k.native == native && k.variant == variant;
+    let found = KNOWN
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .0
+        .get(&key)
+        .and_then(|ks| ks.iter().find(is).map(|k| Arc::clone(&k.defs)));
+    if let Some(defs) = found {
+        return defs;
+    }
+    let defs: Arc<[Def]> = defs_for(table, label, value).into();
+    let mut known = KNOWN.write().unwrap_or_else(PoisonError::into_inner);
+    let (by_key, kept) = &mut *known;
+    if *kept < KNOWN_DEFS_KEPT {
+        let same = by_key.entry(key).or_default();
+        if !same.iter().any(|k| is(&k)) {
+            same.push(KnownDefs {
+                operator: operator.into(),
+                native: native.into(),
+                variant,
+                defs: Arc::clone(&defs),
+            });
+            *kept += 1;
+        }
+    }
+    defs
 }
 
 fn defs_for(table: Option<&'static OperatorDef>, label: &str, value: &MetricValue) -> Vec<Def> {
@@ -152,9 +215,6 @@ fn read(value: &MetricValue, reading: ReadAs) -> Option<ReadValue> {
 /// Room for the native metrics of most operators (a Parquet scan has about 30 names).
 const METRICS_PER_OPERATOR: usize = 32;
 
-/// A metric's reads added up by partition (`None`: operator-wide), in first-seen order.
-type ByPartition = Vec<(Option<usize>, ReadValue)>;
-
 /// DataFusion's own `metrics` of an operator named `operator` (e.g. `HashJoinExec`), as
 /// qprof names them, each value under the task `task_of` gives its partition: the
 /// operator's table of definitions (or the fallback names), then the row-group totals of
@@ -184,81 +244,85 @@ pub(crate) fn native_metrics<'a>(
     label: &str,
     task_of: impl Fn(usize) -> Option<TaskRef>,
 ) -> Vec<NodeMetric> {
-    // name -> (display, kind, reading, per-partition reads), in first-seen order; an
-    // operator has a few dozen names and a task one partition or a few, so both are
-    // looked up in short vectors
-    let mut acc: Vec<(Def, ByPartition)> = Vec::with_capacity(METRICS_PER_OPERATOR);
-    // the slots of `acc` each native name feeds, worked out once per name (a scan has a
-    // set of metrics per file it opened)
-    let mut slots_of: Vec<(&str, Vec<usize>)> = Vec::with_capacity(METRICS_PER_OPERATOR);
+    let metrics = metrics.into_iter();
+    // the metrics as qprof names them, in first-seen order (their slots)
+    let mut defs: Vec<Def> = Vec::with_capacity(METRICS_PER_OPERATOR);
+    // each native name seen and where its slots are in `slots` (a scan has a set of
+    // metrics per file it opened: a name is worked out once)
+    let mut natives: Vec<(&str, Range<usize>)> = Vec::with_capacity(METRICS_PER_OPERATOR);
+    let mut slots: Vec<usize> = Vec::with_capacity(METRICS_PER_OPERATOR);
+    // every reading: its slot, its partition (`None`: operator-wide) and what it read
+    let mut reads: Vec<(usize, Option<usize>, ReadValue)> =
+        Vec::with_capacity(metrics.size_hint().0.max(METRICS_PER_OPERATOR));
     let table = definitions::operator_def(operator);
+    // where the next name likely is in `natives`: a scan's sets come in the same order
+    let mut next = 0;
     for metric in metrics {
         let native = metric.value().name();
-        let at = match slots_of.iter().position(|(name, _)| *name == native) {
-            Some(at) => at,
+        let at = match natives.get(next) {
+            Some((name, _)) if *name == native => Some(next),
+            _ => natives.iter().position(|(name, _)| *name == native),
+        };
+        next = at.map_or(0, |i| i + 1);
+        let range = match at {
+            Some(at) => natives[at].1.clone(),
             None => {
-                let defs = if SUPERSEDED.contains(&native) {
-                    Vec::new()
-                } else {
-                    defs_for(table, label, metric.value())
-                };
-                let slots = defs
-                    .into_iter()
-                    .map(
-                        |def| match acc.iter().position(|(d, _)| d.name == def.name) {
-                            Some(i) => i,
-                            None => {
-                                acc.push((def, Vec::new()));
-                                acc.len() - 1
-                            }
-                        },
-                    )
-                    .collect();
-                slots_of.push((native, slots));
-                slots_of.len() - 1
+                let start = slots.len();
+                if !SUPERSEDED.contains(&native) {
+                    for def in known_defs(operator, table, label, metric.value()).iter() {
+                        let slot = defs.iter().position(|d| d.name == def.name);
+                        slots.push(slot.unwrap_or_else(|| {
+                            defs.push(def.clone());
+                            defs.len() - 1
+                        }));
+                    }
+                }
+                natives.push((native, start..slots.len()));
+                start..slots.len()
             }
         };
-        for &slot in &slots_of[at].1 {
-            let (def, by_partition) = &mut acc[slot];
-            let Some(reads) = read(metric.value(), def.read_as) else {
-                continue;
-            };
-            let partition = metric.partition();
-            match by_partition.iter_mut().find(|(p, _)| *p == partition) {
-                Some((_, sum)) => sum.add(reads),
-                None => by_partition.push((partition, reads)),
+        for &slot in &slots[range] {
+            if let Some(read) = read(metric.value(), defs[slot].read_as) {
+                reads.push((slot, metric.partition(), read));
             }
         }
     }
-    acc.into_iter()
-        .map(|(def, mut by_partition)| {
-            // operator-wide values first, then by partition
-            by_partition.sort_unstable_by_key(|(p, _)| *p);
+    // by slot, then operator-wide values first and by partition
+    reads.sort_unstable_by_key(|(slot, partition, _)| (*slot, *partition));
+    let mut rest = &reads[..];
+    defs.into_iter()
+        .enumerate()
+        .map(|(slot, def)| {
             let percent = def.read_as == ReadAs::RatioPercent;
+            let shown = |read: &ReadValue| {
+                if percent {
+                    read.percent_times_ten()
+                } else {
+                    read.value
+                }
+            };
+            let count = rest.iter().take_while(|(s, _, _)| *s == slot).count();
+            let (of_slot, after) = rest.split_at(count);
+            rest = after;
             let mut overall = ReadValue::default();
-            let tasks = by_partition
-                .iter()
-                .map(|(p, reads)| {
-                    overall.add(*reads);
-                    TaskValue {
-                        task: p.and_then(&task_of),
-                        value: if percent {
-                            reads.percent_times_ten()
-                        } else {
-                            reads.value
-                        },
-                    }
-                })
-                .collect();
+            let by_partition = || of_slot.chunk_by(|a, b| a.1 == b.1);
+            let mut tasks: Vec<TaskValue> = Vec::with_capacity(by_partition().count());
+            for of_partition in by_partition() {
+                let mut sum = ReadValue::default();
+                for (_, _, read) in of_partition {
+                    sum.add(*read);
+                }
+                overall.add(sum);
+                tasks.push(TaskValue {
+                    task: of_partition[0].1.and_then(&task_of),
+                    value: shown(&sum),
+                });
+            }
             NodeMetric {
                 name: def.name,
                 display_name: def.display,
                 kind: def.kind,
-                value: if percent {
-                    overall.percent_times_ten()
-                } else {
-                    overall.value
-                },
+                value: shown(&overall),
                 tasks,
             }
         })

@@ -5,8 +5,7 @@
 //! query's planning (a task-local: planning may change threads at its awaits).
 
 use std::pin::pin;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
@@ -19,7 +18,7 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::displayable;
-use qprof_core::clock::{epoch_micros, thread_cpu_nanos};
+use qprof_core::clock::{ClockSource, SystemClock, epoch_micros, thread_cpu_nanos};
 use qprof_core::planning::{
     MAX_RECORDED_CHANGES, PhaseTiming, PlanChange, PlanningPhase, PlanningProfile, RuleTiming,
 };
@@ -34,16 +33,38 @@ tokio::task_local! {
 /// What one query's planning measured so far.
 #[derive(Debug)]
 pub(crate) struct PlanningRecorder {
-    began: Instant,
+    /// The wall clock's reading when planning began, in its ticks.
+    began: u64,
     began_epoch_micros: u64,
+    /// Whether the session asks for the plans around each change, known at the first rule.
+    records_plans: OnceLock<bool>,
     state: Mutex<RecorderState>,
 }
 
+/// A rule's calls so far; times in the wall clock's ticks after planning began (made
+/// nanoseconds once, when the planning's profile is read).
+#[derive(Debug)]
+struct RuleCalls {
+    phase: PlanningPhase,
+    name: String,
+    first_start: u64,
+    last_end: u64,
+    wall: u64,
+    calls: u64,
+    changed: bool,
+    plans: Vec<PlanChange>,
+}
+
+/// Room for the rules of DataFusion's analyzer, optimizer and physical optimizer (about
+/// 60 in all).
+const RULES: usize = 80;
+
 #[derive(Debug, Default)]
 struct RecorderState {
-    rules: Vec<RuleTiming>,
-    /// Where the rule after the last one timed is in `rules`, if it is there yet.
-    next_rule: usize,
+    rules: Vec<RuleCalls>,
+    /// Where the last rule timed is in `rules`: the optimizer calls a rule once per plan
+    /// node, then the next one, in the same order pass after pass.
+    last_rule: usize,
     phases: Vec<PhaseTiming>,
     /// CPU time of the planning's polls that ended (ns).
     cpu_nanos: u64,
@@ -67,9 +88,13 @@ impl PlanningRecorder {
     /// A recorder for a query whose planning begins now.
     pub(crate) fn new() -> PlanningRecorder {
         PlanningRecorder {
-            began: Instant::now(),
+            began: SystemClock.now_ticks(),
             began_epoch_micros: epoch_micros(),
-            state: Mutex::default(),
+            records_plans: OnceLock::new(),
+            state: Mutex::new(RecorderState {
+                rules: Vec::with_capacity(RULES),
+                ..RecorderState::default()
+            }),
         }
     }
 
@@ -77,8 +102,15 @@ impl PlanningRecorder {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn offset(&self, at: Instant) -> u64 {
-        u64::try_from(at.saturating_duration_since(self.began).as_nanos()).unwrap_or(u64::MAX)
+    /// Nanoseconds from the beginning of planning to now.
+    fn now(&self) -> u64 {
+        nanos(SystemClock.now_ticks().saturating_sub(self.began))
+    }
+
+    /// Whether this planning keeps the plans around each change; `wanted` tells it at the
+    /// first rule (the session's options do not change while a query plans).
+    fn records_plans(&self, wanted: &dyn Fn() -> bool) -> bool {
+        *self.records_plans.get_or_init(wanted)
     }
 
     /// Runs `planning` with this recorder counting the rules it calls and the CPU time of
@@ -98,7 +130,7 @@ impl PlanningRecorder {
 
     /// Ends `phase`, one not made of rules, now: it began where the last phase ended.
     pub(crate) fn end_phase(&self, phase: PlanningPhase) {
-        let now = self.offset(Instant::now());
+        let now = self.now();
         let mut state = self.state();
         let cpu = state.cpu_now();
         let (start, cpu_before) = state.mark;
@@ -116,38 +148,40 @@ impl PlanningRecorder {
         &self,
         phase: PlanningPhase,
         name: &str,
-        (began, ended): (Instant, Instant),
+        (began, ended): (u64, u64),
         changed: bool,
         plans: Option<PlanChange>,
     ) {
-        let (start, end) = (self.offset(began), self.offset(ended));
-        let nanos = end.saturating_sub(start);
+        let (start, end) = (
+            began.saturating_sub(self.began),
+            ended.saturating_sub(self.began),
+        );
+        let wall = end.saturating_sub(start);
         let mut state = self.state();
-        // the rules run in the same order pass after pass: the one after the last is the
-        // likely one
-        let next = state.next_rule;
-        let is = |r: &RuleTiming| r.phase == phase && r.name == name;
-        let at = match state.rules.get(next) {
-            Some(r) if is(r) => Some(next),
-            _ => state.rules.iter().position(is),
-        };
-        state.next_rule = at.map_or(state.rules.len() + 1, |i| i + 1);
+        // the likely ones: the last rule again (its next plan node) or the one after it
+        let last = state.last_rule;
+        let is = |r: &RuleCalls| r.phase == phase && r.name == name;
+        let at = [last, last.wrapping_add(1)]
+            .into_iter()
+            .find(|&i| state.rules.get(i).is_some_and(is))
+            .or_else(|| state.rules.iter().position(is));
+        state.last_rule = at.unwrap_or(state.rules.len());
         match at.map(|i| &mut state.rules[i]) {
             Some(rule) => {
-                rule.wall_nanos += nanos;
-                rule.last_end_nanos = end;
+                rule.wall += wall;
+                rule.last_end = end;
                 rule.calls += 1;
                 rule.changed |= changed;
                 if rule.plans.len() < MAX_RECORDED_CHANGES {
                     rule.plans.extend(plans);
                 }
             }
-            None => state.rules.push(RuleTiming {
+            None => state.rules.push(RuleCalls {
                 phase,
                 name: name.to_string(),
-                first_start_nanos: start,
-                last_end_nanos: end,
-                wall_nanos: nanos,
+                first_start: start,
+                last_end: end,
+                wall,
                 calls: 1,
                 changed,
                 plans: plans.into_iter().collect(),
@@ -161,7 +195,7 @@ impl PlanningRecorder {
     /// The interval's CPU time is shared among the four by wall time (reading the CPU
     /// clock at each rule's call would cost more than most rules).
     pub(crate) fn end_planning(&self) {
-        let now = self.offset(Instant::now());
+        let now = self.now();
         let mut state = self.state();
         let cpu = state.cpu_now();
         let (start, cpu_before) = state.mark;
@@ -170,17 +204,16 @@ impl PlanningRecorder {
         let span = |phase: PlanningPhase| {
             let mut rules = state.rules.iter().filter(|r| r.phase == phase);
             let first = rules.next()?;
-            let (mut begin, mut end, mut wall) = (
-                first.first_start_nanos,
-                first.last_end_nanos,
-                first.wall_nanos,
-            );
+            // the phase's wall time is its rules' as the profile shows them: each made
+            // nanoseconds, then added up
+            let (mut begin, mut end, mut wall) =
+                (first.first_start, first.last_end, nanos(first.wall));
             for r in rules {
-                begin = begin.min(r.first_start_nanos);
-                end = end.max(r.last_end_nanos);
-                wall += r.wall_nanos;
+                begin = begin.min(r.first_start);
+                end = end.max(r.last_end);
+                wall += nanos(r.wall);
             }
-            Some((begin, end, wall))
+            Some((nanos(begin), nanos(end), wall))
         };
         let analyzer = span(PlanningPhase::Analyzer);
         let optimizer = span(PlanningPhase::Optimizer);
@@ -229,44 +262,72 @@ impl PlanningRecorder {
         PlanningProfile {
             start_epoch_micros: self.began_epoch_micros,
             phases: state.phases.clone(),
-            rules: state.rules.clone(),
+            rules: state
+                .rules
+                .iter()
+                .map(|r| RuleTiming {
+                    phase: r.phase,
+                    name: r.name.clone(),
+                    first_start_nanos: nanos(r.first_start),
+                    last_end_nanos: nanos(r.last_end),
+                    wall_nanos: nanos(r.wall),
+                    calls: r.calls,
+                    changed: r.changed,
+                    plans: r.plans.clone(),
+                })
+                .collect(),
         }
     }
 }
 
+/// Nanoseconds in `ticks` of the wall clock.
+fn nanos(ticks: u64) -> u64 {
+    SystemClock.ticks_to_nanos(ticks)
+}
+
 /// Times `call` as a call of the rule `name` of `phase`, in the planning recorder of the
 /// current task if there is one; `changed` says whether its result changed the plan. When
-/// the session asks for plans (`render` is given), a call that changed the plan keeps the
-/// plan before (`render` of the input, made before the call) and after.
+/// the session asks for plans, a call that changed the plan keeps the plan before (made
+/// before the call) and after.
+///
+/// The optimizer calls most of its rules once per plan node (about 700 calls per TPC-H
+/// query), so this does little per call: two readings of the TSC clock and a short lock.
 fn timed<I, T>(
     phase: PlanningPhase,
     name: &str,
     input: I,
     call: impl FnOnce(I) -> Result<T>,
     changed: impl FnOnce(&T) -> bool,
-    render: Option<Render<'_, I, T>>,
+    plans: Plans<'_, I, T>,
 ) -> Result<T> {
     let Ok(recorder) = RECORDER.try_with(Arc::clone) else {
         return call(input);
     };
-    let before = render.map(|(of_input, _)| of_input(&input));
-    let began = Instant::now();
+    let before = recorder
+        .records_plans(plans.wanted)
+        .then(|| (plans.input)(&input));
+    let began = SystemClock.now_ticks();
     let out = call(input);
-    let ended = Instant::now();
+    let ended = SystemClock.now_ticks();
     let changed = out.as_ref().is_ok_and(changed);
-    let plans = match (before, render, &out) {
-        (Some(before), Some((_, of_output)), Ok(after)) if changed => Some(PlanChange {
+    let change = match (before, &out) {
+        (Some(before), Ok(after)) if changed => Some(PlanChange {
             before,
-            after: of_output(after),
+            after: (plans.output)(after),
         }),
         _ => None,
     };
-    recorder.rule(phase, name, (began, ended), changed, plans);
+    recorder.rule(phase, name, (began, ended), changed, change);
     out
 }
 
-/// How a rule's input plan and its output are rendered as text.
-type Render<'a, I, T> = (&'a dyn Fn(&I) -> String, &'a dyn Fn(&T) -> String);
+/// Whether the session asks for the plans around each change, and how a rule's input plan
+/// and its output are rendered as text if it does.
+struct Plans<'a, I, T> {
+    wanted: &'a dyn Fn() -> bool,
+    input: &'a dyn Fn(&I) -> String,
+    output: &'a dyn Fn(&T) -> String,
+}
 
 /// Whether the session asks for the plans around each change.
 fn records_plans(config: &ConfigOptions) -> bool {
@@ -293,14 +354,18 @@ impl AnalyzerRule for TimedAnalyzerRule {
         let recording = RECORDER.try_with(|_| ()).is_ok();
         // an analyzer rule returns a plan, not whether it changed it: compare hashes
         let before = recording.then(|| plan_hash(&plan));
-        let render: Render<'_, LogicalPlan, LogicalPlan> = (&logical_text, &logical_text);
+        let plans = Plans {
+            wanted: &|| records_plans(config),
+            input: &logical_text,
+            output: &logical_text,
+        };
         timed(
             PlanningPhase::Analyzer,
             self.0.name(),
             plan,
             |plan| self.0.analyze(plan, config),
             |after| before.is_some_and(|b| b != plan_hash(after)),
-            records_plans(config).then_some(render),
+            plans,
         )
     }
 
@@ -334,15 +399,37 @@ impl OptimizerRule for TimedOptimizerRule {
         plan: LogicalPlan,
         config: &dyn OptimizerConfig,
     ) -> Result<Transformed<LogicalPlan>> {
-        let after = |t: &Transformed<LogicalPlan>| logical_text(&t.data);
-        let render: Render<'_, LogicalPlan, Transformed<LogicalPlan>> = (&logical_text, &after);
+        // called once per plan node: the usual case, no plans kept, done without `timed`'s
+        // generic moves of the plan
+        let Ok(recorder) = RECORDER.try_with(Arc::clone) else {
+            return self.0.rewrite(plan, config);
+        };
+        if !recorder.records_plans(&|| records_plans(&config.options())) {
+            let began = SystemClock.now_ticks();
+            let out = self.0.rewrite(plan, config);
+            let ended = SystemClock.now_ticks();
+            let changed = out.as_ref().is_ok_and(|t| t.transformed);
+            recorder.rule(
+                PlanningPhase::Optimizer,
+                self.0.name(),
+                (began, ended),
+                changed,
+                None,
+            );
+            return out;
+        }
+        let plans = Plans {
+            wanted: &|| records_plans(&config.options()),
+            input: &logical_text,
+            output: &|t: &Transformed<LogicalPlan>| logical_text(&t.data),
+        };
         timed(
             PlanningPhase::Optimizer,
             self.0.name(),
             plan,
             |plan| self.0.rewrite(plan, config),
             |t| t.transformed,
-            records_plans(&config.options()).then_some(render),
+            plans,
         )
     }
 }
@@ -360,15 +447,18 @@ impl TimedPhysicalRule {
         optimize: impl FnOnce(Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let before = Arc::clone(&plan);
-        let render: Render<'_, Arc<dyn ExecutionPlan>, Arc<dyn ExecutionPlan>> =
-            (&physical_text, &physical_text);
+        let plans = Plans {
+            wanted: &|| records_plans(config),
+            input: &physical_text,
+            output: &physical_text,
+        };
         timed(
             PlanningPhase::PhysicalOptimizer,
             self.0.name(),
             plan,
             optimize,
             |after| !Arc::ptr_eq(&before, after),
-            records_plans(config).then_some(render),
+            plans,
         )
     }
 }

@@ -213,8 +213,10 @@ pub fn shared_text(
     arg: &str,
     make: impl FnOnce() -> String,
 ) -> &'static str {
-    /// The texts made so far, by kind and template (its address and length) and argument.
-    type Texts = HashMap<(SharedText, usize, usize), HashMap<Box<str>, &'static str>>;
+    /// The texts made so far, by kind and template (its address and length) and argument
+    /// (hashed with a fast hasher: a profile looks up a display name per metric).
+    type Fast = foldhash::fast::FixedState;
+    type Texts = HashMap<(SharedText, usize, usize), HashMap<Box<str>, &'static str, Fast>, Fast>;
     static TEXTS: LazyLock<RwLock<Texts>> = LazyLock::new(RwLock::default);
     let key = (kind, template.as_ptr() as usize, template.len());
     let made = TEXTS
