@@ -55,7 +55,8 @@ fn known_defs(
     static KNOWN: LazyLock<RwLock<(Known, usize)>> = LazyLock::new(RwLock::default);
     let (native, variant) = (value.name(), std::mem::discriminant(value));
     let key = foldhash::fast::FixedState::default().hash_one((operator, native, variant));
-    let is = |k: &&KnownDefs| &*k.operator == operator && &*k.native == native && k.variant == variant;
+    let is =
+        |k: &&KnownDefs| &*k.operator == operator && &*k.native == native && k.variant == variant;
     let found = KNOWN
         .read()
         .unwrap_or_else(PoisonError::into_inner)
@@ -235,15 +236,18 @@ pub fn operator_native_metrics<'a>(
     out
 }
 
-/// DataFusion's own `metrics` of an operator, mapped through its definitions table.
-/// Values of the same metric and partition (e.g. one per Parquet file) are added up;
-/// values without a partition are operator-wide and carry no task.
+/// DataFusion's own `metrics` of an operator of type `operator` labelled `label` (its
+/// [`definitions::operator_label`]), mapped through its definitions table. Values of the
+/// same metric and partition (e.g. one per Parquet file) are added up; values without a
+/// partition are operator-wide and carry no task.
 pub(crate) fn native_metrics<'a>(
     metrics: impl IntoIterator<Item = &'a Metric>,
     operator: &str,
     label: &str,
     task_of: impl Fn(usize) -> Option<TaskRef>,
 ) -> Vec<NodeMetric> {
+    // the definitions kept per operator type carry display names made with its label
+    debug_assert_eq!(label, definitions::operator_label(operator));
     let metrics = metrics.into_iter();
     // the metrics as qprof names them, in first-seen order (their slots)
     let mut defs: Vec<Def> = Vec::with_capacity(METRICS_PER_OPERATOR);
@@ -263,7 +267,7 @@ pub(crate) fn native_metrics<'a>(
             Some((name, _)) if *name == native => Some(next),
             _ => natives.iter().position(|(name, _)| *name == native),
         };
-        next = at.map_or(0, |i| i + 1);
+        next = at.map_or(natives.len() + 1, |i| i + 1);
         let range = match at {
             Some(at) => natives[at].1.clone(),
             None => {
