@@ -147,18 +147,20 @@ impl BucketingCounter {
 
 /// The share of each bucket in `counts`, in percent (all 0 if every count is 0).
 pub fn bucket_percentages(counts: &[u64]) -> Vec<f64> {
+    bucket_shares(counts).collect()
+}
+
+/// The share of each bucket in `counts`, in percent (all 0 if every count is 0), one by one.
+pub fn bucket_shares(counts: &[u64]) -> impl ExactSizeIterator<Item = f64> + '_ {
     // added as floats: counts shipped from elsewhere may add up past u64
     let total: f64 = counts.iter().map(|&c| c as f64).sum();
-    counts
-        .iter()
-        .map(|&c| {
-            if total == 0.0 {
-                0.0
-            } else {
-                c as f64 * 100.0 / total
-            }
-        })
-        .collect()
+    counts.iter().map(move |&c| {
+        if total == 0.0 {
+            0.0
+        } else {
+            c as f64 * 100.0 / total
+        }
+    })
 }
 
 /// Bucket counts as Impala's info string: `i:P%` per bucket, percentages with 4
@@ -166,7 +168,7 @@ pub fn bucket_percentages(counts: &[u64]) -> Vec<f64> {
 /// rendering, so the string of an operator is that of its tasks together.
 pub fn bucket_info_string(counts: &[u64]) -> String {
     let mut out = String::with_capacity(8 * counts.len());
-    for (i, p) in bucket_percentages(counts).into_iter().enumerate() {
+    for (i, p) in bucket_shares(counts).enumerate() {
         if i > 0 {
             out.push(' ');
         }

@@ -2,6 +2,8 @@
 //! an operator's label in display names, the definitions of one of its metrics, and the
 //! name a metric no table knows gets.
 
+use std::borrow::Cow;
+
 use qprof_core::metric::MetricKind;
 
 pub(crate) use qprof_core::catalog::datafusion::{
@@ -10,9 +12,9 @@ pub(crate) use qprof_core::catalog::datafusion::{
 
 /// The label of an operator in display names: from its table, or derived from its type
 /// name (`StreamingTableExec` → `streaming table`).
-pub fn operator_label(operator: &str) -> String {
+pub fn operator_label(operator: &str) -> Cow<'static, str> {
     if let Some(d) = operator_def(operator) {
-        return d.label.to_string();
+        return Cow::Borrowed(d.label);
     }
     let base = operator.strip_suffix("Exec").unwrap_or(operator);
     let mut label = String::new();
@@ -22,7 +24,7 @@ pub fn operator_label(operator: &str) -> String {
         }
         label.extend(ch.to_lowercase());
     }
-    label
+    Cow::Owned(label)
 }
 
 /// qprof's name for a DataFusion metric no table knows: camelCase, with a unit suffix

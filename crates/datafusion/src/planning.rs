@@ -5,6 +5,7 @@
 //! query's planning (a task-local: planning may change threads at its awaits).
 
 use std::pin::pin;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use datafusion::common::Result;
@@ -45,6 +46,8 @@ pub(crate) struct PlanningRecorder {
 /// nanoseconds once, when the planning's profile is read).
 #[derive(Debug)]
 struct RuleCalls {
+    /// The wrapper whose call was counted here last: the same wrapper is the same rule.
+    wrapper: WrapperId,
     phase: PlanningPhase,
     name: String,
     first_start: u64,
@@ -59,12 +62,41 @@ struct RuleCalls {
 /// 60 in all).
 const RULES: usize = 80;
 
+/// The plan an analyzer rule returned, as the next rule sees it.
+#[derive(Debug, Clone, Copy)]
+struct Analyzed {
+    /// The wrapper of the rule that returned it.
+    by: WrapperId,
+    /// Its hash.
+    hash: u64,
+    /// Where its schema is: a plan given to the next rule with another schema is another
+    /// plan (a rule not wrapped ran between the two).
+    schema: usize,
+}
+
+impl Analyzed {
+    fn of(by: WrapperId, plan: &LogicalPlan) -> Analyzed {
+        Analyzed {
+            by,
+            hash: plan_hash(plan),
+            schema: schema_address(plan),
+        }
+    }
+}
+
+fn schema_address(plan: &LogicalPlan) -> usize {
+    Arc::as_ptr(plan.schema()).addr()
+}
+
 #[derive(Debug, Default)]
 struct RecorderState {
     rules: Vec<RuleCalls>,
     /// Where the last rule timed is in `rules`: the optimizer calls a rule once per plan
     /// node, then the next one, in the same order pass after pass.
     last_rule: usize,
+    /// The analyzer rule that returned a plan last, and that plan's hash: the plan the
+    /// analyzer's next rule is given.
+    analyzed: Option<Analyzed>,
     phases: Vec<PhaseTiming>,
     /// CPU time of the planning's polls that ended (ns).
     cpu_nanos: u64,
@@ -144,10 +176,11 @@ impl PlanningRecorder {
         state.mark = (now, cpu);
     }
 
+    /// Counts a call of the rule `wrapper` wraps, `name` of `phase`, that ran from `began`
+    /// to `ended` (wall clock ticks).
     fn rule(
         &self,
-        phase: PlanningPhase,
-        name: &str,
+        (wrapper, phase, name): (WrapperId, PlanningPhase, &str),
         (began, ended): (u64, u64),
         changed: bool,
         plans: Option<PlanChange>,
@@ -158,13 +191,17 @@ impl PlanningRecorder {
         );
         let wall = end.saturating_sub(start);
         let mut state = self.state();
-        // the likely ones: the last rule again (its next plan node) or the one after it
+        // the likely ones: the last rule again (its next plan node) or the one after it,
+        // known by their wrapper; else by name (two wrappers of one rule count as one)
         let last = state.last_rule;
-        let is = |r: &RuleCalls| r.phase == phase && r.name == name;
         let at = [last, last.wrapping_add(1)]
             .into_iter()
-            .find(|&i| state.rules.get(i).is_some_and(is))
-            .or_else(|| state.rules.iter().position(is));
+            .find(|&i| state.rules.get(i).is_some_and(|r| r.wrapper == wrapper))
+            .or_else(|| {
+                let i = (state.rules.iter()).position(|r| r.phase == phase && r.name == name)?;
+                state.rules[i].wrapper = wrapper;
+                Some(i)
+            });
         state.last_rule = at.unwrap_or(state.rules.len());
         match at.map(|i| &mut state.rules[i]) {
             Some(rule) => {
@@ -177,6 +214,7 @@ impl PlanningRecorder {
                 }
             }
             None => state.rules.push(RuleCalls {
+                wrapper,
                 phase,
                 name: name.to_string(),
                 first_start: start,
@@ -187,6 +225,14 @@ impl PlanningRecorder {
                 plans: plans.into_iter().collect(),
             }),
         }
+    }
+
+    /// The hash of `plan` if it is the one the analyzer rule `wrapper` returned: that rule
+    /// was the last one to return a plan and the plan has its schema.
+    fn analyzed_by(&self, wrapper: Option<WrapperId>, plan: &LogicalPlan) -> Option<u64> {
+        let analyzed = self.state().analyzed?;
+        (Some(analyzed.by) == wrapper && analyzed.schema == schema_address(plan))
+            .then_some(analyzed.hash)
     }
 
     /// Ends planning now: what ran since the last phase ended was the analyzer, the
@@ -285,26 +331,22 @@ fn nanos(ticks: u64) -> u64 {
     SystemClock.ticks_to_nanos(ticks)
 }
 
-/// Times `call` as a call of the rule `name` of `phase`, in the planning recorder of the
-/// current task if there is one; `changed` says whether its result changed the plan. When
-/// the session asks for plans, a call that changed the plan keeps the plan before (made
-/// before the call) and after.
+/// Times `call` as a call of `rule` (its wrapper, phase and name) in `recorder`;
+/// `changed` says whether its result changed the plan. When the session asks for plans, a
+/// call that changed the plan keeps the plan before (made before the call) and after.
 ///
 /// A call costs two readings of the TSC clock and a short lock. The optimizer's rules,
 /// called once per plan node (about 700 calls per TPC-H query), come here only when plans
 /// are kept; otherwise `TimedOptimizerRule` times them the same way without the generic
 /// moves of the plan.
 fn timed<I, T>(
-    phase: PlanningPhase,
-    name: &str,
+    recorder: &PlanningRecorder,
+    rule: (WrapperId, PlanningPhase, &str),
     input: I,
     call: impl FnOnce(I) -> Result<T>,
     changed: impl FnOnce(&T) -> bool,
     plans: Plans<'_, I, T>,
 ) -> Result<T> {
-    let Ok(recorder) = RECORDER.try_with(Arc::clone) else {
-        return call(input);
-    };
     let before = recorder
         .records_plans(plans.wanted)
         .then(|| (plans.input)(&input));
@@ -319,8 +361,17 @@ fn timed<I, T>(
         }),
         _ => None,
     };
-    recorder.rule(phase, name, (began, ended), changed, change);
+    recorder.rule(rule, (began, ended), changed, change);
     out
+}
+
+/// Which wrapper of a rule a call came through: a number unique in the process.
+type WrapperId = u32;
+
+/// The next wrapper's number.
+fn next_wrapper_id() -> WrapperId {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// Whether the session asks for the plans around each change, and how a rule's input plan
@@ -349,35 +400,53 @@ fn physical_text(plan: &Arc<dyn ExecutionPlan>) -> String {
 
 /// An analyzer rule, timed.
 #[derive(Debug)]
-struct TimedAnalyzerRule(Arc<dyn AnalyzerRule + Send + Sync>);
+struct TimedAnalyzerRule {
+    rule: Arc<dyn AnalyzerRule + Send + Sync>,
+    id: WrapperId,
+    /// The wrapper of the rule the analyzer runs just before this one, if there is one:
+    /// the plan it returns is the one this rule is given.
+    previous: Option<WrapperId>,
+}
 
 impl AnalyzerRule for TimedAnalyzerRule {
     fn analyze(&self, plan: LogicalPlan, config: &ConfigOptions) -> Result<LogicalPlan> {
-        let recording = RECORDER.try_with(|_| ()).is_ok();
-        // an analyzer rule returns a plan, not whether it changed it: compare hashes
-        let before = recording.then(|| plan_hash(&plan));
+        let Ok(recorder) = RECORDER.try_with(Arc::clone) else {
+            return self.rule.analyze(plan, config);
+        };
+        // an analyzer rule returns a plan, not whether it changed it: compare hashes (the
+        // one before is the one after the rule before, if that one ran last)
+        let before = recorder
+            .analyzed_by(self.previous, &plan)
+            .unwrap_or_else(|| plan_hash(&plan));
+        let mut after = None;
         let plans = Plans {
             wanted: &|| records_plans(config),
             input: &logical_text,
             output: &logical_text,
         };
-        timed(
-            PlanningPhase::Analyzer,
-            self.0.name(),
+        let out = timed(
+            &recorder,
+            (self.id, PlanningPhase::Analyzer, self.rule.name()),
             plan,
-            |plan| self.0.analyze(plan, config),
-            |after| before.is_some_and(|b| b != plan_hash(after)),
+            |plan| self.rule.analyze(plan, config),
+            |plan| {
+                let analyzed = Analyzed::of(self.id, plan);
+                after = Some(analyzed);
+                analyzed.hash != before
+            },
             plans,
-        )
+        );
+        recorder.state().analyzed = after;
+        out
     }
 
     fn name(&self) -> &str {
-        self.0.name()
+        self.rule.name()
     }
 }
 
 /// A hash of the whole plan, to tell whether a rule changed it: a fast one (the plan's
-/// every expression and field is hashed twice per analyzer rule), not a keyed one.
+/// every expression and field is hashed once per analyzer rule), not a keyed one.
 fn plan_hash(plan: &LogicalPlan) -> u64 {
     use std::hash::BuildHasher;
     foldhash::fast::FixedState::with_seed(0).hash_one(plan)
@@ -385,7 +454,7 @@ fn plan_hash(plan: &LogicalPlan) -> u64 {
 
 /// A logical optimizer rule, timed.
 #[derive(Debug)]
-struct TimedOptimizerRule(Arc<dyn OptimizerRule + Send + Sync>);
+struct TimedOptimizerRule(Arc<dyn OptimizerRule + Send + Sync>, WrapperId);
 
 impl OptimizerRule for TimedOptimizerRule {
     fn name(&self) -> &str {
@@ -412,8 +481,7 @@ impl OptimizerRule for TimedOptimizerRule {
             let ended = SystemClock.now_ticks();
             let changed = out.as_ref().is_ok_and(|t| t.transformed);
             recorder.rule(
-                PlanningPhase::Optimizer,
-                self.0.name(),
+                (self.1, PlanningPhase::Optimizer, self.0.name()),
                 (began, ended),
                 changed,
                 None,
@@ -426,8 +494,8 @@ impl OptimizerRule for TimedOptimizerRule {
             output: &|t: &Transformed<LogicalPlan>| logical_text(&t.data),
         };
         timed(
-            PlanningPhase::Optimizer,
-            self.0.name(),
+            &recorder,
+            (self.1, PlanningPhase::Optimizer, self.0.name()),
             plan,
             |plan| self.0.rewrite(plan, config),
             |t| t.transformed,
@@ -438,7 +506,7 @@ impl OptimizerRule for TimedOptimizerRule {
 
 /// A physical optimizer rule, timed.
 #[derive(Debug)]
-struct TimedPhysicalRule(Arc<dyn PhysicalOptimizerRule + Send + Sync>);
+struct TimedPhysicalRule(Arc<dyn PhysicalOptimizerRule + Send + Sync>, WrapperId);
 
 impl TimedPhysicalRule {
     /// `optimize` of `plan`, timed; a rule that returns another plan changed it.
@@ -448,6 +516,9 @@ impl TimedPhysicalRule {
         config: &ConfigOptions,
         optimize: impl FnOnce(Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        let Ok(recorder) = RECORDER.try_with(Arc::clone) else {
+            return optimize(plan);
+        };
         let before = Arc::clone(&plan);
         let plans = Plans {
             wanted: &|| records_plans(config),
@@ -455,8 +526,8 @@ impl TimedPhysicalRule {
             output: &physical_text,
         };
         timed(
-            PlanningPhase::PhysicalOptimizer,
-            self.0.name(),
+            &recorder,
+            (self.1, PlanningPhase::PhysicalOptimizer, self.0.name()),
             plan,
             optimize,
             |after| !Arc::ptr_eq(&before, after),
@@ -518,22 +589,36 @@ pub(crate) fn time_rules(mut builder: SessionStateBuilder) -> SessionStateBuilde
             .unwrap_or_default(),
     );
     builder
-        .with_analyzer_rules(
-            analyzer
-                .into_iter()
-                .map(|r| Arc::new(TimedAnalyzerRule(r)) as _)
-                .collect(),
-        )
+        .with_analyzer_rules(timed_analyzer_rules(analyzer))
         .with_optimizer_rules(
             optimizer
                 .into_iter()
-                .map(|r| Arc::new(TimedOptimizerRule(r)) as _)
+                .map(|r| Arc::new(TimedOptimizerRule(r, next_wrapper_id())) as _)
                 .collect(),
         )
         .with_physical_optimizer_rules(
             physical
                 .into_iter()
-                .map(|r| Arc::new(TimedPhysicalRule(r)) as _)
+                .map(|r| Arc::new(TimedPhysicalRule(r, next_wrapper_id())) as _)
                 .collect(),
         )
+}
+
+/// The analyzer's `rules` timed, each knowing the one run before it.
+fn timed_analyzer_rules(
+    rules: Vec<Arc<dyn AnalyzerRule + Send + Sync>>,
+) -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
+    let mut previous = None;
+    rules
+        .into_iter()
+        .map(|rule| {
+            let id = next_wrapper_id();
+            let timed = TimedAnalyzerRule {
+                rule,
+                id,
+                previous: previous.replace(id),
+            };
+            Arc::new(timed) as _
+        })
+        .collect()
 }

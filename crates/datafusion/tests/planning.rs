@@ -5,9 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use datafusion::common::Result;
+use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
 use datafusion::execution::SessionStateBuilder;
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::logical_expr::{Filter, LogicalPlan, lit};
+use datafusion::optimizer::analyzer::AnalyzerRule;
 use datafusion::optimizer::optimizer::{OptimizerConfig, OptimizerRule};
 use datafusion::prelude::SessionContext;
 use qprof_core::planning::PlanningPhase;
@@ -184,4 +186,67 @@ async fn the_plans_around_each_change_are_kept_only_when_asked() {
         .find(|r| r.name == "qprof_profiling")
         .unwrap();
     assert_eq!(ours.plans.len(), 1);
+}
+
+/// An analyzer rule that puts a filter of `true` over the whole plan: a change that keeps
+/// the plan's schema.
+#[derive(Debug)]
+struct TrueFilterRule;
+
+impl AnalyzerRule for TrueFilterRule {
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        Ok(LogicalPlan::Filter(Filter::try_new(
+            lit(true),
+            Arc::new(plan),
+        )?))
+    }
+
+    fn name(&self) -> &str {
+        "true_filter"
+    }
+}
+
+/// An analyzer rule that returns the plan it is given.
+#[derive(Debug)]
+struct KeepRule;
+
+impl AnalyzerRule for KeepRule {
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        Ok(plan)
+    }
+
+    fn name(&self) -> &str {
+        "keep"
+    }
+}
+
+#[tokio::test]
+async fn each_analyzer_rule_changed_the_plan_or_not_on_its_own() {
+    let profiler = Profiler::new();
+    // DataFusion's analyzer rules, then one that changes the plan, one that keeps it, one
+    // that changes it again and one that keeps it
+    let builder = SessionStateBuilder::new()
+        .with_default_features()
+        .with_analyzer_rule(Arc::new(KeepRule))
+        .with_analyzer_rule(Arc::new(TrueFilterRule))
+        .with_analyzer_rule(Arc::new(KeepRule))
+        .with_analyzer_rule(Arc::new(TrueFilterRule))
+        .with_analyzer_rule(Arc::new(KeepRule));
+    let ctx = SessionContext::new_with_state(profiler.instrument(builder).build());
+    // `a + 1.5` makes the type coercion cast `a`
+    let sql = "SELECT a + 1.5 AS b FROM (VALUES (1), (2)) AS t(a)";
+    let run = profiler.run_sql(&ctx, sql).await.unwrap();
+    assert_eq!(run.profile.rows, 2);
+    let planning = run.profile.planning.unwrap();
+    let rule = |name: &str| {
+        let rule = planning.rules.iter().find(|r| r.name == name);
+        rule.unwrap_or_else(|| panic!("{name} timed: {:#?}", planning.rules))
+    };
+    assert!(rule("type_coercion").changed);
+    assert!(rule("true_filter").changed);
+    // the rule that keeps the plan, counted as one under its name: right after DataFusion's
+    // rules (whose last one changed the plan) and after each filter, it changed nothing
+    let keep = rule("keep");
+    assert_eq!((keep.calls, keep.changed), (3, false));
+    assert_eq!(rule("true_filter").calls, 2);
 }

@@ -6,7 +6,7 @@ use qprof_core::catalog::{self, Family, MetricDef, Tally};
 use qprof_core::counters::OperatorTaskSnapshot;
 use qprof_core::io::{CONCURRENCY_BUCKETS, IoSnapshot};
 use qprof_core::metric::{TaskRef, TaskValue};
-use qprof_core::periodic::{bucket_info_string, bucket_percentages};
+use qprof_core::periodic::{bucket_info_string, bucket_shares};
 use qprof_core::profile::{NodeMetric, TaskSpan, names};
 use qprof_core::spill::SpillSnapshot;
 
@@ -50,15 +50,15 @@ pub fn operator_metrics(
     let mut info = Vec::new();
     // room for all of them at once: an operator's metrics are put together from six parts
     let mut metrics = Vec::with_capacity(OWN_METRICS + native.len());
-    metrics.extend(base_metrics(reading, &label, task_of));
-    metrics.extend(io_metrics(
+    add_base_metrics(&mut metrics, reading, &label, task_of);
+    add_io_metrics(
+        (&mut metrics, &mut info),
         reading,
         &label,
         task_of,
         name == "DataSinkExec",
-        &mut info,
-    ));
-    metrics.extend(spill_metrics(reading, &label, task_of));
+    );
+    add_spill_metrics(&mut metrics, reading, &label, task_of);
     if let Some(shape) = join_shape(inner) {
         metrics.extend(joins::phase_metrics(&shape, &reading.phases, task_of));
     }
@@ -125,27 +125,25 @@ fn add_listing_pruning(metrics: &mut Vec<NodeMetric>, label: &str, pruned: u64) 
 /// A metric summed over the tasks' snapshots of some counters, and how to read it from one.
 type SnapshotMetric<S> = (&'static MetricDef, fn(&S) -> u64);
 
-/// The metrics of `table` for an operator labelled `label`, each summed over the tasks'
-/// `snapshots` (by partition; `None`: spawned work).
-fn summed_over_tasks<S>(
+/// Adds to `metrics` those of `table` for an operator labelled `label`, each summed over
+/// the tasks' `snapshots` (by partition; `None`: spawned work).
+fn add_summed_over_tasks<S>(
+    metrics: &mut Vec<NodeMetric>,
     table: &[SnapshotMetric<S>],
     label: &str,
     snapshots: &[(Option<usize>, S)],
     task_of: TaskOf<'_>,
-) -> Vec<NodeMetric> {
-    table
-        .iter()
-        .map(|(def, read)| {
-            let values = snapshots
-                .iter()
-                .map(|(p, s)| TaskValue {
-                    task: p.and_then(task_of),
-                    value: saturating_i64(read(s)),
-                })
-                .collect();
-            def.summed(label, values)
-        })
-        .collect()
+) {
+    metrics.extend(table.iter().map(|(def, read)| {
+        let values = snapshots
+            .iter()
+            .map(|(p, s)| TaskValue {
+                task: p.and_then(task_of),
+                value: saturating_i64(read(s)),
+            })
+            .collect();
+        def.summed(label, values)
+    }));
 }
 
 #[rustfmt::skip]
@@ -159,17 +157,26 @@ const SPILL_METRICS: &[SnapshotMetric<SpillSnapshot>] = &[
     (&catalog::SPILL_READ_NANOS, |s| s.read_nanos),
 ];
 
-/// The spill metrics of an operator whose tasks spilled, counted at the files.
-fn spill_metrics(reading: &OperatorReading, label: &str, task_of: TaskOf<'_>) -> Vec<NodeMetric> {
-    if reading.spill.is_empty() {
-        return Vec::new();
+/// Adds the spill metrics of an operator whose tasks spilled, counted at the files.
+fn add_spill_metrics(
+    metrics: &mut Vec<NodeMetric>,
+    reading: &OperatorReading,
+    label: &str,
+    task_of: TaskOf<'_>,
+) {
+    if !reading.spill.is_empty() {
+        add_summed_over_tasks(metrics, SPILL_METRICS, label, &reading.spill, task_of);
     }
-    summed_over_tasks(SPILL_METRICS, label, &reading.spill, task_of)
 }
 
-/// The base metrics every wrapped operator has, then the tallied metrics its tasks counted
-/// (and those every operator has), one value per task.
-fn base_metrics(reading: &OperatorReading, label: &str, task_of: TaskOf<'_>) -> Vec<NodeMetric> {
+/// Adds the base metrics every wrapped operator has, then the tallied metrics its tasks
+/// counted (and those every operator has), one value per task.
+fn add_base_metrics(
+    metrics: &mut Vec<NodeMetric>,
+    reading: &OperatorReading,
+    label: &str,
+    task_of: TaskOf<'_>,
+) {
     // spawned work belongs to no output task: it is reported without one, as Spark
     // reports driver-side values
     let snapshots: Vec<(Option<TaskRef>, &OperatorTaskSnapshot)> = reading
@@ -195,7 +202,7 @@ fn base_metrics(reading: &OperatorReading, label: &str, task_of: TaskOf<'_>) -> 
         Some(peak) => saturating_i64(peak),
         None => peak.tasks.iter().map(|v| v.value).max().unwrap_or(0),
     };
-    vec![
+    metrics.extend([
         series(&catalog::WALL_NANOS, &|s| s.wall_nanos),
         series(&catalog::SELF_WALL_NANOS, &|s| s.self_wall_nanos),
         series(&catalog::CPU_NANOS, &|s| s.cpu_nanos),
@@ -207,16 +214,14 @@ fn base_metrics(reading: &OperatorReading, label: &str, task_of: TaskOf<'_>) -> 
         peak,
         series(&catalog::NUM_MEMORY_ALLOCATIONS, &|s| s.memory_allocations),
         series(&catalog::NUM_POLLS, &|s| s.polls),
-    ]
-    .into_iter()
-    .chain(Tally::all().filter_map(|tally| {
+    ]);
+    metrics.extend(Tally::all().filter_map(|tally| {
         let counted = snapshots
             .iter()
             .any(|(_, s)| s.tallies.get(tally).is_some());
         (counted || tally.def().family == Family::Every)
             .then(|| series(tally.def(), &|s| s.tallies.get(tally).unwrap_or(0)))
-    }))
-    .collect()
+    }));
 }
 
 /// An I/O metric summed over tasks.
@@ -243,18 +248,18 @@ const WRITE_METRICS: &[IoMetric] = &[
     (&catalog::WRITE_IO_NANOS, |s| s.write_nanos),
 ];
 
-/// The I/O metrics of an operator whose tasks touched storage: the read group unless it
-/// only wrote, the write group if it wrote or is a sink. The read-concurrency histogram of
-/// all its tasks together goes to `info` as Impala's string.
-fn io_metrics(
+/// Adds the I/O metrics of an operator whose tasks touched storage: the read group unless
+/// it only wrote, the write group if it wrote or is a sink. The read-concurrency histogram
+/// of all its tasks together goes to `info` as Impala's string.
+fn add_io_metrics(
+    (metrics, info): (&mut Vec<NodeMetric>, &mut Vec<(String, String)>),
     reading: &OperatorReading,
     label: &str,
     task_of: TaskOf<'_>,
     is_sink: bool,
-    info: &mut Vec<(String, String)>,
-) -> Vec<NodeMetric> {
+) {
     if reading.io.is_empty() {
-        return Vec::new();
+        return;
     }
     let series = |read: &dyn Fn(&IoSnapshot) -> i64| -> Vec<TaskValue> {
         reading
@@ -266,7 +271,9 @@ fn io_metrics(
             })
             .collect()
     };
-    let summed = |table| summed_over_tasks(table, label, &reading.io, task_of);
+    let summed = |metrics: &mut Vec<NodeMetric>, table| {
+        add_summed_over_tasks(metrics, table, label, &reading.io, task_of);
+    };
     let total = |read: fn(&IoSnapshot) -> u64| {
         reading
             .io
@@ -275,9 +282,8 @@ fn io_metrics(
     };
     let reads = total(|s| s.read_requests);
     let writes = total(|s| s.write_requests);
-    let mut metrics = Vec::new();
     if reads > 0 || writes == 0 {
-        metrics.extend(summed(READ_METRICS));
+        summed(metrics, READ_METRICS);
         // averages as Spark stores them: tenths
         let tenths = |v: f64| (v * 10.0).round() as i64;
         let concurrency = series(&|s| tenths(s.average_read_concurrency));
@@ -305,24 +311,15 @@ fn io_metrics(
                 *sum = sum.saturating_add(*c);
             }
         }
-        let overall = bucket_percentages(&counts);
-        for ((i, share), def) in overall
-            .iter()
-            .enumerate()
-            .zip(&catalog::READ_CONCURRENCY_BUCKETS)
-        {
+        let overall = bucket_shares(&counts);
+        for ((i, share), def) in overall.enumerate().zip(&catalog::READ_CONCURRENCY_BUCKETS) {
             metrics.push(NodeMetric {
                 name: def.name.into(),
                 display_name: def.display_text(label).into(),
                 kind: def.kind,
-                value: tenths(*share),
+                value: tenths(share),
                 tasks: series(&|s| {
-                    tenths(
-                        bucket_percentages(&s.concurrency_buckets)
-                            .get(i)
-                            .copied()
-                            .unwrap_or(0.0),
-                    )
+                    tenths(bucket_shares(&s.concurrency_buckets).nth(i).unwrap_or(0.0))
                 }),
             });
         }
@@ -332,7 +329,6 @@ fn io_metrics(
         ));
     }
     if writes > 0 || is_sink {
-        metrics.extend(summed(WRITE_METRICS));
+        summed(metrics, WRITE_METRICS);
     }
-    metrics
 }
