@@ -6,7 +6,7 @@
 
 use std::pin::pin;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock};
 
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
@@ -19,6 +19,7 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::displayable;
+use parking_lot::{Mutex, MutexGuard};
 use qprof_core::clock::{ClockSource, SystemClock, epoch_micros, thread_cpu_nanos};
 use qprof_core::planning::{
     MAX_RECORDED_CHANGES, PhaseTiming, PlanChange, PlanningPhase, PlanningProfile, RuleTiming,
@@ -130,8 +131,10 @@ impl PlanningRecorder {
         }
     }
 
+    /// Its state, locked: for a short while (a rule's call is counted under the lock), so
+    /// a lock without poisoning, whose release is one atomic exchange.
     fn state(&self) -> MutexGuard<'_, RecorderState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock()
     }
 
     /// Nanoseconds from the beginning of planning to now.
@@ -302,24 +305,24 @@ impl PlanningRecorder {
         state.mark = (now, cpu);
     }
 
-    /// The planning measured so far.
-    pub(crate) fn profile(&self) -> PlanningProfile {
-        let state = self.state();
+    /// The planning measured, taken out of the recorder once planning has ended (its rules'
+    /// names and plans are moved, not copied).
+    pub(crate) fn take_profile(&self) -> PlanningProfile {
+        let mut state = self.state();
         PlanningProfile {
             start_epoch_micros: self.began_epoch_micros,
-            phases: state.phases.clone(),
-            rules: state
-                .rules
-                .iter()
+            phases: std::mem::take(&mut state.phases),
+            rules: std::mem::take(&mut state.rules)
+                .into_iter()
                 .map(|r| RuleTiming {
                     phase: r.phase,
-                    name: r.name.clone(),
+                    name: r.name,
                     first_start_nanos: nanos(r.first_start),
                     last_end_nanos: nanos(r.last_end),
                     wall_nanos: nanos(r.wall),
                     calls: r.calls,
                     changed: r.changed,
-                    plans: r.plans.clone(),
+                    plans: r.plans,
                 })
                 .collect(),
         }

@@ -71,7 +71,7 @@ impl Profiler {
                 planned
             })
             .await;
-        started.planning = Some(recorder.profile());
+        started.planning = Some(recorder.take_profile());
         self.collect_planned(started, planned).await
     }
 
@@ -309,7 +309,7 @@ async fn plan_recorded(
     let recorder = Arc::new(PlanningRecorder::new());
     let planned = recorder.scope(plan(frame)).await;
     recorder.end_planning();
-    started.planning = Some(recorder.profile());
+    started.planning = Some(recorder.take_profile());
     planned
 }
 
