@@ -183,7 +183,7 @@ impl PlanningRecorder {
     /// to `ended` (wall clock ticks).
     fn rule(
         &self,
-        (wrapper, phase, name): (WrapperId, PlanningPhase, &str),
+        rule: (WrapperId, PlanningPhase, &str),
         (began, ended): (u64, u64),
         changed: bool,
         plans: Option<PlanChange>,
@@ -192,10 +192,35 @@ impl PlanningRecorder {
             began.saturating_sub(self.began),
             ended.saturating_sub(self.began),
         );
-        let wall = end.saturating_sub(start);
         let mut state = self.state();
-        // the likely ones: the last rule again (its next plan node) or the one after it,
-        // known by their wrapper; else by name (two wrappers of one rule count as one)
+        // the usual call, done first: the last rule again (the optimizer calls a rule once
+        // per plan node), no plans kept
+        let last = state.last_rule;
+        match state.rules.get_mut(last) {
+            Some(same) if same.wrapper == rule.0 && plans.is_none() => {
+                same.wall += end.saturating_sub(start);
+                same.last_end = end;
+                same.calls += 1;
+                same.changed |= changed;
+            }
+            _ => Self::other_rule(&mut state, rule, (start, end), changed, plans),
+        }
+    }
+
+    /// Counts a call that is not the last rule's again, or that kept plans: `rule()`'s
+    /// other cases, out of its way.
+    #[cold]
+    #[inline(never)]
+    fn other_rule(
+        state: &mut RecorderState,
+        (wrapper, phase, name): (WrapperId, PlanningPhase, &str),
+        (start, end): (u64, u64),
+        changed: bool,
+        plans: Option<PlanChange>,
+    ) {
+        let wall = end.saturating_sub(start);
+        // the likely ones: the last rule again or the one after it, known by their
+        // wrapper; else by name (two wrappers of one rule count as one)
         let last = state.last_rule;
         let at = [last, last.wrapping_add(1)]
             .into_iter()
