@@ -5,7 +5,7 @@
 //! query's planning (a task-local: planning may change threads at its awaits).
 
 use std::pin::pin;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use datafusion::common::Result;
@@ -71,7 +71,10 @@ struct Analyzed {
     /// Its hash.
     hash: u64,
     /// Where its schema is: a plan given to the next rule with another schema is another
-    /// plan (a rule not wrapped ran between the two).
+    /// plan (a rule not wrapped ran between the two). A guard, not a proof: a rule not
+    /// wrapped that keeps the top node's schema would pass it, but such a rule can only
+    /// sit between two wrapped ones in a rule list rebuilt by hand after instrumenting
+    /// (rules added to a session go after all the others).
     schema: usize,
 }
 
@@ -394,11 +397,11 @@ fn timed<I, T>(
 }
 
 /// Which wrapper of a rule a call came through: a number unique in the process.
-type WrapperId = u32;
+type WrapperId = u64;
 
 /// The next wrapper's number.
 fn next_wrapper_id() -> WrapperId {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
+    static NEXT: AtomicU64 = AtomicU64::new(0);
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
