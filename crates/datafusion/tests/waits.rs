@@ -54,7 +54,12 @@ async fn run_with_consumer_pause(pause: Duration) -> QueryProfile {
         DataType::Int64,
         Volatility::Volatile,
         Arc::new(move |args: &[ColumnarValue]| {
-            std::thread::sleep(pause);
+            // the worker hands its queue to another thread while this one sleeps: a producer
+            // this poll woke would otherwise wait in the sleeping worker's own slot (one no
+            // other worker takes from), and the other consumer would find its channel empty
+            if !pause.is_zero() {
+                tokio::task::block_in_place(|| std::thread::sleep(pause));
+            }
             let arrays = ColumnarValue::values_to_arrays(args)?;
             Ok(ColumnarValue::Array(Arc::clone(&arrays[0])))
         }),
