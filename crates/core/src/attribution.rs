@@ -6,13 +6,17 @@
 //! (the gaps between its children) and how much it spent in total.
 //!
 //! The thread CPU clock costs ~0.7 µs per read on virtual machines, which is too much to
-//! pay at every operator boundary. It is read only when the stack goes from empty to
-//! non-empty and back, i.e. once at each end of an *outermost* frame (one task poll). The
-//! CPU time of that outermost interval is exact; it is split among the frames in proportion
-//! to their wall time inside it, where wall and CPU advance together unless the thread is
-//! descheduled. The split conserves the total: the self CPU of all frames of one outermost
-//! interval adds up to its CPU time (up to integer rounding), so nothing is counted twice,
-//! whichever thread a child runs on.
+//! pay at every operator boundary. It is read once per *outermost* frame (one task poll),
+//! as the stack goes back to empty; the reading before it, the end of the thread's last
+//! outermost frame, stands for its start. The CPU time of the outermost interval is then
+//! what the thread used since that reading, capped at the interval's wall time: never
+//! below the interval's own CPU time, and above it only if the thread ran other code since
+//! its last outermost frame (a parked thread uses none) and was descheduled during this
+//! one, by at most the time it was descheduled. It is split among the frames in proportion to their wall time inside it,
+//! where wall and CPU advance together unless the thread is descheduled. The split
+//! conserves the total: the self CPU of all frames of one outermost interval adds up to
+//! its CPU time (up to integer rounding), so nothing is counted twice, whichever thread a
+//! child runs on.
 
 use std::cell::RefCell;
 use std::marker::PhantomData;
@@ -60,11 +64,20 @@ struct Pending {
     allocations: u64,
 }
 
+/// The thread's CPU time at the end of its last outermost frame, and the clock it was
+/// read from.
+#[derive(Clone, Copy)]
+struct CpuMark {
+    clock: u64,
+    cpu: u64,
+}
+
 struct ThreadFrames {
     frames: Vec<Frame>,
     pending: Vec<Pending>,
     outer_start_ticks: u64,
-    outer_start_cpu: u64,
+    /// Stands for the CPU clock's reading at the start of the current outermost frame.
+    cpu_mark: Option<CpuMark>,
 }
 
 thread_local! {
@@ -73,7 +86,7 @@ thread_local! {
             frames: Vec::new(),
             pending: Vec::new(),
             outer_start_ticks: 0,
-            outer_start_cpu: 0,
+            cpu_mark: None,
         })
     };
 }
@@ -115,8 +128,14 @@ pub fn enter<'c, C: ClockSource>(
                     parent.self_allocations += allocations.saturating_sub(parent.allocation_mark);
                 }
                 None => {
-                    state.outer_start_cpu = clock.thread_cpu_nanos();
                     state.outer_start_ticks = now;
+                    // the first frame with this clock on this thread: nothing stands for
+                    // its start yet
+                    let id = clock.cpu_clock_id();
+                    if state.cpu_mark.is_none_or(|mark| mark.clock != id) {
+                        let cpu = clock.thread_cpu_nanos();
+                        state.cpu_mark = Some(CpuMark { clock: id, cpu });
+                    }
                 }
             }
             state.frames.push(Frame {
@@ -209,10 +228,17 @@ impl<C: ClockSource> Drop for FrameGuard<'_, C> {
                     parent.allocation_mark = allocations;
                 }
                 None => {
-                    let cpu = clock
-                        .thread_cpu_nanos()
-                        .saturating_sub(state.outer_start_cpu);
+                    let (id, cpu_now) = (clock.cpu_clock_id(), clock.thread_cpu_nanos());
+                    let since_mark = match state.cpu_mark {
+                        Some(mark) if mark.clock == id => cpu_now.saturating_sub(mark.cpu),
+                        _ => 0,
+                    };
+                    state.cpu_mark = Some(CpuMark {
+                        clock: id,
+                        cpu: cpu_now,
+                    });
                     let outer_ticks = now.saturating_sub(state.outer_start_ticks);
+                    let cpu = since_mark.min(clock.ticks_to_nanos(outer_ticks));
                     publish(clock, &mut state.pending, cpu, outer_ticks);
                 }
             }
@@ -357,6 +383,60 @@ mod tests {
         assert_eq!(child.snapshot().self_cpu_nanos, 30);
         assert_eq!(parent.snapshot().self_cpu_nanos, 5);
         assert_eq!(parent.snapshot().cpu_nanos, 35);
+    }
+
+    #[test]
+    fn the_cpu_clock_is_read_once_per_outermost_frame_after_the_first() {
+        let clock = ManualClock::new();
+        let (parent, child) = (counters(), counters());
+        for _ in 0..3 {
+            let _p = enter(&clock, &parent);
+            clock.advance(10, 10);
+            let _c = enter(&clock, &child);
+            clock.advance(10, 10);
+        }
+        assert_eq!(clock.cpu_reads(), 4);
+        assert_eq!(parent.snapshot().cpu_nanos, 60);
+        assert_eq!(child.snapshot().self_cpu_nanos, 30);
+    }
+
+    #[test]
+    fn a_parked_gap_leaves_a_descheduled_frame_its_exact_cpu() {
+        let clock = ManualClock::new();
+        let node = counters();
+        {
+            let _f = enter(&clock, &node);
+            clock.advance(10, 10);
+        }
+        clock.advance(5_000, 0); // parked
+        {
+            let _f = enter(&clock, &node);
+            clock.advance(100, 40); // descheduled for 60 ns
+        }
+        assert_eq!(node.snapshot().cpu_nanos, 50);
+        assert_eq!(node.snapshot().wall_nanos, 110);
+    }
+
+    #[test]
+    fn cpu_used_between_frames_counts_at_most_the_time_a_frame_was_descheduled() {
+        let clock = ManualClock::new();
+        let node = counters();
+        {
+            let _f = enter(&clock, &node);
+            clock.advance(10, 10);
+        }
+        clock.advance(1_000, 1_000); // other work on the thread
+        {
+            let _f = enter(&clock, &node);
+            clock.advance(100, 40);
+        }
+        // 10 + 40 used, 10 + 100 of wall: the cap lets in the 60 ns descheduled
+        assert_eq!(node.snapshot().cpu_nanos, 110);
+        {
+            let _f = enter(&clock, &node);
+            clock.advance(30, 30);
+        }
+        assert_eq!(node.snapshot().cpu_nanos, 140);
     }
 
     #[test]

@@ -16,6 +16,9 @@ pub trait ClockSource {
     fn ticks_to_nanos(&self, ticks: u64) -> u64;
     /// CPU time consumed by the calling thread, in nanoseconds.
     fn thread_cpu_nanos(&self) -> u64;
+    /// Which CPU clock [`Self::thread_cpu_nanos`] reads: two readings on one thread can be
+    /// subtracted only if their clocks have the same id.
+    fn cpu_clock_id(&self) -> u64;
     /// Number of heap allocations made by the calling thread so far (0 without
     /// [`crate::alloc::CountingAllocator`]).
     fn thread_allocations(&self) -> u64;
@@ -84,6 +87,11 @@ impl ClockSource for SystemClock {
     }
 
     #[inline]
+    fn cpu_clock_id(&self) -> u64 {
+        0
+    }
+
+    #[inline]
     fn thread_allocations(&self) -> u64 {
         crate::alloc::thread_allocations()
     }
@@ -92,11 +100,28 @@ impl ClockSource for SystemClock {
 /// A clock that only moves when told to: one tick is one nanosecond.
 ///
 /// Used by tests of timing logic; every reading is set explicitly.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ManualClock {
     ticks: AtomicU64,
     cpu: AtomicU64,
     allocations: AtomicU64,
+    /// How often its CPU clock was read.
+    cpu_reads: AtomicU64,
+    /// Its own CPU clock's id (the system clock's is 0).
+    id: u64,
+}
+
+impl Default for ManualClock {
+    fn default() -> Self {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        ManualClock {
+            ticks: AtomicU64::new(0),
+            cpu: AtomicU64::new(0),
+            allocations: AtomicU64::new(0),
+            cpu_reads: AtomicU64::new(0),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        }
+    }
 }
 
 impl ManualClock {
@@ -109,6 +134,11 @@ impl ManualClock {
     pub fn advance(&self, wall: u64, cpu: u64) {
         self.ticks.fetch_add(wall, Ordering::Relaxed);
         self.cpu.fetch_add(cpu, Ordering::Relaxed);
+    }
+
+    /// How many times the thread CPU clock was read.
+    pub fn cpu_reads(&self) -> u64 {
+        self.cpu_reads.load(Ordering::Relaxed)
     }
 
     /// Records `n` more allocations on "this thread".
@@ -127,7 +157,12 @@ impl ClockSource for ManualClock {
     }
 
     fn thread_cpu_nanos(&self) -> u64 {
+        self.cpu_reads.fetch_add(1, Ordering::Relaxed);
         self.cpu.load(Ordering::Relaxed)
+    }
+
+    fn cpu_clock_id(&self) -> u64 {
+        self.id
     }
 
     fn thread_allocations(&self) -> u64 {

@@ -491,7 +491,8 @@ impl PeriodicUpdater {
     }
 
     /// Stops `counter`: no later tick samples it, and if no tick sampled it yet it takes
-    /// one sample now, so short-lived sources are not reported as idle.
+    /// one sample now, so short-lived sources are not reported as idle (a rate takes its
+    /// last sample now in any case).
     pub fn stop<C: Stoppable + ?Sized>(&self, counter: &C) {
         counter.stop_at(self.now_nanos());
     }
@@ -513,7 +514,8 @@ impl PeriodicUpdater {
 
 /// A counter an updater can stop.
 pub trait Stoppable {
-    /// Stops the counter at `now_nanos`, sampling it once if it never was.
+    /// Stops the counter at `now_nanos`, sampling it once if it never was (a rate, which
+    /// covers the counter's whole life, is sampled then in any case).
     fn stop_at(&self, now_nanos: u64);
 }
 
@@ -528,12 +530,17 @@ macro_rules! stoppable {
         }
     )*};
 }
-stoppable!(
-    RateCounter,
-    SamplingCounter,
-    BucketingCounter,
-    TimeSeriesCounter
-);
+stoppable!(SamplingCounter, BucketingCounter, TimeSeriesCounter);
+
+impl Stoppable for RateCounter {
+    /// Stops the counter at `now_nanos` with a last sample: its rate is then the counter's
+    /// growth over its whole life, however few ticks came while it grew.
+    fn stop_at(&self, now_nanos: u64) {
+        if !self.stopped.swap(true, Relaxed) {
+            Periodic::sample(self, now_nanos);
+        }
+    }
+}
 
 macro_rules! sample_count {
     ($($t:ty),*) => {$(
@@ -666,6 +673,26 @@ mod tests {
         bytes.store(1_000 + 10_000, Relaxed);
         updater.tick();
         assert_eq!(rate.per_second(), 5_000.0);
+    }
+
+    #[test]
+    fn a_rate_ticked_before_its_counter_grew_is_read_again_when_it_stops() {
+        let (clock, updater) = updater();
+        let bytes = gauge(0);
+        let rate = updater.rate(bytes.clone());
+        clock.advance(100_000_000, 0);
+        updater.tick();
+        assert_eq!(rate.per_second(), 0.0);
+        clock.advance(400_000_000, 0);
+        bytes.store(1_000, Relaxed);
+        updater.stop(rate.as_ref());
+        assert_eq!(rate.per_second(), 2_000.0);
+        // stopped: no later growth or tick moves it
+        clock.advance(500_000_000, 0);
+        bytes.store(9_000, Relaxed);
+        updater.tick();
+        updater.stop(rate.as_ref());
+        assert_eq!(rate.per_second(), 2_000.0);
     }
 
     #[test]

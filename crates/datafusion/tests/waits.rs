@@ -16,7 +16,7 @@ use qprof_datafusion::ProfilingSession;
 const BATCHES: usize = 40;
 /// Rows a batch: DataFusion's batch size, so that no operator merges batches.
 const ROWS: usize = 8_192;
-const PAUSE: Duration = Duration::from_millis(5);
+const PAUSE: Duration = Duration::from_millis(10);
 
 fn value(node: &ProfileNode, name: &str) -> i64 {
     node.value(name)
