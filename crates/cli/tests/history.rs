@@ -364,16 +364,21 @@ fn a_run_serves_its_live_ui_while_its_query_runs() {
         assert_eq!(status, 200, "{path}: {}", String::from_utf8_lossy(&body));
         serde_json::from_slice(&body).unwrap()
     };
-    // the running query, its progress and the memory now
+    // the running query, its progress and the memory now (a query is running once it is
+    // planned, before its first task starts: wait for one)
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let live = loop {
         let live = json("/qprof/v1/live");
-        if live["running"].as_array().is_some_and(|r| !r.is_empty()) {
+        if live["running"]
+            .as_array()
+            .and_then(|r| r.first())
+            .is_some_and(|q| q["tasks"].as_u64() > Some(0))
+        {
             break live;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "no running query: {live}"
+            "no running query with a task: {live}"
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
