@@ -12,11 +12,11 @@
 //! what the thread used since that reading, capped at the interval's wall time: never
 //! below the interval's own CPU time, and above it only if the thread ran other code since
 //! its last outermost frame (a parked thread uses none) and was descheduled during this
-//! one, by at most the time it was descheduled. It is split among the frames in proportion to their wall time inside it,
-//! where wall and CPU advance together unless the thread is descheduled. The split
-//! conserves the total: the self CPU of all frames of one outermost interval adds up to
-//! its CPU time (up to integer rounding), so nothing is counted twice, whichever thread a
-//! child runs on.
+//! one, by at most the time it was descheduled. It is split among the frames in
+//! proportion to their wall time inside it, where wall and CPU advance together unless the
+//! thread is descheduled. The split conserves the total: the self CPU of all frames of one
+//! outermost interval adds up to its CPU time (up to integer rounding), so nothing is
+//! counted twice, whichever thread a child runs on.
 
 use std::cell::RefCell;
 use std::marker::PhantomData;
