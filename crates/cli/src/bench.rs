@@ -10,7 +10,7 @@ use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use qprof_core::alloc;
 use qprof_core::call_site::timer_costs;
-use qprof_core::clock::process_cpu_nanos;
+use qprof_core::clock::{process_cpu_nanos, process_minor_faults};
 use qprof_core::sampling::median;
 use qprof_datafusion::ProfilingSession;
 use qprof_datafusion::function_bench::{BenchFunction, BenchInput, Variant};
@@ -37,6 +37,9 @@ pub(crate) struct Cost {
     /// On a cluster: the job's time there, from the scheduler's accepting it to its last
     /// stage's end (milliseconds, as the scheduler reports it); zero in one process.
     pub(crate) job: Duration,
+    /// Minor page faults of the whole process during the run: memory the allocator had
+    /// returned to the kernel (or never had) and touched again.
+    pub(crate) faults: u64,
 }
 
 impl Cost {
@@ -46,18 +49,20 @@ impl Cost {
             wall: (self.wall + other.wall) / 2,
             cpu: (self.cpu + other.cpu) / 2,
             job: (self.job + other.job) / 2,
+            faults: (self.faults + other.faults) / 2,
         }
     }
 }
 
 async fn time_plain(ctx: &SessionContext, sql: &str) -> Result<Cost> {
     alloc::set_counting(false);
-    let (start, cpu) = (Instant::now(), process_cpu_nanos());
+    let (start, cpu, faults) = (Instant::now(), process_cpu_nanos(), process_minor_faults());
     let result = ctx.sql(sql).await?.collect().await;
     let cost = Cost {
         wall: start.elapsed(),
         cpu: Duration::from_nanos(process_cpu_nanos().saturating_sub(cpu)),
         job: Duration::ZERO,
+        faults: process_minor_faults().saturating_sub(faults),
     };
     alloc::set_counting(true);
     result?;
@@ -65,12 +70,13 @@ async fn time_plain(ctx: &SessionContext, sql: &str) -> Result<Cost> {
 }
 
 async fn time_profiled(session: &ProfilingSession, q: usize, sql: &str) -> Result<Cost> {
-    let (start, cpu) = (Instant::now(), process_cpu_nanos());
+    let (start, cpu, faults) = (Instant::now(), process_cpu_nanos(), process_minor_faults());
     session.run(q, sql).await?;
     Ok(Cost {
         wall: start.elapsed(),
         cpu: Duration::from_nanos(process_cpu_nanos().saturating_sub(cpu)),
         job: Duration::ZERO,
+        faults: process_minor_faults().saturating_sub(faults),
     })
 }
 
@@ -288,6 +294,7 @@ pub(crate) fn report(
                 wall: times.iter().map(|t| t[r].wall).sum(),
                 cpu: times.iter().map(|t| t[r].cpu).sum(),
                 job: times.iter().map(|t| t[r].job).sum(),
+                faults: times.iter().map(|t| t[r].faults).sum(),
             })
             .collect()
     };
@@ -295,11 +302,42 @@ pub(crate) fn report(
     let [ratio, _, job_ratio] = row("total", &plain_totals, &profiled_totals);
     println!("overhead ratio: {ratio:.3}");
     print_spread("wall", &plain_totals, &profiled_totals, wall);
+    print_faults(sides, queries, plain_times, profiled_times);
     if jobs {
         println!("overhead ratio of the jobs on the cluster: {job_ratio:.3}");
         print_spread("jobs", &plain_totals, &profiled_totals, job);
     }
     ratio
+}
+
+/// Prints each side's minor page faults per run (thousands, medians over the rounds), per
+/// query: memory touched afresh, which the allocator's state before the run decides as
+/// much as the run itself.
+fn print_faults(
+    sides: [&str; 2],
+    queries: &[usize],
+    plain_times: &[Vec<Cost>],
+    profiled_times: &[Vec<Cost>],
+) {
+    let thousands = |costs: &[Cost]| {
+        median(
+            &mut costs
+                .iter()
+                .map(|c| c.faults as f64 / 1e3)
+                .collect::<Vec<_>>(),
+        )
+    };
+    let per_query: Vec<String> = queries
+        .iter()
+        .zip(plain_times.iter().zip(profiled_times))
+        .map(|(q, (p, m))| format!("q{q} {:.1}/{:.1}", thousands(p), thousands(m)))
+        .collect();
+    println!(
+        "minor page faults per run, thousands ({}/{}): {}",
+        sides[0],
+        sides[1],
+        per_query.join(", ")
+    );
 }
 
 /// Prints the spread of the rounds' qprof/plain ratios of `f` over all queries.
@@ -422,6 +460,7 @@ pub(crate) async fn run_alone(
                 total.wall += cost.wall;
                 total.cpu += cost.cpu;
                 total.job += cost.job;
+                total.faults += cost.faults;
                 query_walls.push(millis(cost.wall));
             }
         }
@@ -435,7 +474,10 @@ pub(crate) async fn run_alone(
     if !total.job.is_zero() {
         print!(", {:.0} ms of jobs on the cluster", millis(total.job));
     }
-    println!();
+    println!(
+        ", {:.1} thousand minor page faults",
+        total.faults as f64 / 1e3
+    );
     let medians: Vec<String> = queries
         .iter()
         .zip(&mut walls)

@@ -14,7 +14,7 @@ use qprof_ballista::ClusterObserver;
 use qprof_ballista::cluster::{
     ExecutorOptions, SchedulerOptions, end_session, remote_session, run_executor, run_scheduler,
 };
-use qprof_core::clock::process_cpu_nanos;
+use qprof_core::clock::{process_cpu_nanos, process_minor_faults};
 use qprof_core::events::Listener;
 use qprof_datafusion::Profiler;
 use qprof_eventlog::EventLogListener;
@@ -124,7 +124,7 @@ async fn time_query(
     sql: &str,
     observer: Option<&ClusterObserver>,
 ) -> Result<Cost> {
-    let (start, cpu) = (Instant::now(), process_cpu_nanos());
+    let (start, cpu, faults) = (Instant::now(), process_cpu_nanos(), process_minor_faults());
     let plan = ctx.sql(sql).await?.create_physical_plan().await?;
     collect(Arc::clone(&plan), ctx.task_ctx()).await?;
     let wall = start.elapsed();
@@ -135,6 +135,7 @@ async fn time_query(
         wall,
         cpu: Duration::from_nanos(process_cpu_nanos().saturating_sub(cpu)),
         job: job_time(&plan)?,
+        faults: process_minor_faults().saturating_sub(faults),
     })
 }
 

@@ -71,6 +71,20 @@ pub fn process_cpu_nanos() -> u64 {
     clock_nanos(libc::CLOCK_PROCESS_CPUTIME_ID)
 }
 
+/// Minor page faults of the whole process so far (`getrusage`'s `ru_minflt`; 0 if it fails):
+/// the pages the kernel had to map on first touch, which memory the allocator kept would not
+/// have needed.
+pub fn process_minor_faults() -> u64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes a whole rusage into the pointed-to memory, which is large
+    // enough and zeroed; on failure (impossible for RUSAGE_SELF) the zeroes are read.
+    let usage = unsafe {
+        libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr());
+        usage.assume_init()
+    };
+    u64::try_from(usage.ru_minflt).unwrap_or(0)
+}
+
 impl ClockSource for SystemClock {
     #[inline]
     fn now_ticks(&self) -> u64 {
@@ -190,5 +204,27 @@ mod tests {
         // busy work on one thread: CPU time cannot exceed wall time by more than clock skew
         assert!(c1 - c0 <= wall + 1_000_000, "cpu {} > wall {wall}", c1 - c0);
         assert!(process_cpu_nanos() >= c1);
+    }
+
+    #[test]
+    fn touching_fresh_pages_counts_their_faults() {
+        const PAGES: usize = 4096;
+        let page = 4096;
+        // zeroed memory this large comes from the kernel untouched: each page faults once
+        // when first written
+        let mut memory = vec![0_u8; PAGES * page];
+        let before = process_minor_faults();
+        for i in (0..memory.len()).step_by(page) {
+            memory[i] = 1;
+        }
+        let after = process_minor_faults();
+        std::hint::black_box(&memory);
+        // huge pages can map many 4 KiB pages in one fault; without them, one fault each
+        assert!(after > before, "no fault counted for {PAGES} fresh pages");
+        assert!(
+            after - before <= 2 * PAGES as u64 + 1_000,
+            "{} faults for {PAGES} pages",
+            after - before
+        );
     }
 }

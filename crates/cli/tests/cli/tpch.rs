@@ -86,6 +86,19 @@ fn bench_overhead_runs_one_side_alone_or_both_with_the_updater_measured() {
         "{stdout}"
     );
     assert!(stdout.contains("periodic updater thread: "), "{stdout}");
+    // each query's page faults, both sides: "q6 0.0/0.0"
+    let faults = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("minor page faults per run, thousands (plain/qprof): "))
+        .unwrap_or_else(|| panic!("no page faults line: {stdout}"));
+    let (plain, profiled) = faults
+        .strip_prefix("q6 ")
+        .and_then(|f| f.split_once('/'))
+        .unwrap_or_else(|| panic!("not q6's faults: {faults}"));
+    assert!(
+        plain.parse::<f64>().is_ok() && profiled.parse::<f64>().is_ok(),
+        "{faults}"
+    );
     let mut bad = common.to_vec();
     bad.extend(["--side", "both"]);
     assert_one_line_error(&qprof(&bad), "both");
