@@ -383,7 +383,8 @@ pub(crate) struct OverheadArgs {
     #[arg(long, value_name = "SF", allow_negative_numbers = true)]
     pub tpch: ScaleFactor,
     /// Rounds; in one process each runs every query twice plain and twice profiled, as
-    /// A B B A (which side is A alternates); with `--cluster`, once on each cluster.
+    /// A B B A after an unmeasured run of A (which side is A alternates); with `--cluster`,
+    /// once on each cluster.
     #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub rounds: u32,
     /// Queries to run, e.g. 1,5,9 (default: all 22).
