@@ -141,22 +141,18 @@ pub(crate) async fn overhead(args: OverheadArgs) -> Result<()> {
             // they left in the caches and the heap; q5 at SF 1 up to a fifth more CPU),
             // which would otherwise fall on A alone, on one side more often when the
             // rounds are odd
-            let (baseline_cost, profiled_cost) = if (round + i) % 2 == 0 {
-                time_baseline(q, sql).await?;
-                let a = time_baseline(q, sql).await?;
-                let b = time_profiled(&profiled, q, sql).await?;
-                let b_again = time_profiled(&profiled, q, sql).await?;
-                (a.mean(time_baseline(q, sql).await?), b.mean(b_again))
-            } else {
-                time_profiled(&profiled, q, sql).await?;
-                let a = time_profiled(&profiled, q, sql).await?;
-                let b = time_baseline(q, sql).await?;
-                let b_again = time_baseline(q, sql).await?;
-                (
-                    b.mean(b_again),
-                    a.mean(time_profiled(&profiled, q, sql).await?),
-                )
+            let baseline_first = (round + i) % 2 == 0;
+            let run = async |baseline: bool| match baseline {
+                true => time_baseline(q, sql).await,
+                false => time_profiled(&profiled, q, sql).await,
             };
+            run(baseline_first).await?;
+            let a = run(baseline_first).await?;
+            let b = run(!baseline_first)
+                .await?
+                .mean(run(!baseline_first).await?);
+            let a = a.mean(run(baseline_first).await?);
+            let (baseline_cost, profiled_cost) = if baseline_first { (a, b) } else { (b, a) };
             plain_times[i][round] = baseline_cost;
             profiled_times[i][round] = profiled_cost;
         }
