@@ -121,6 +121,18 @@ pub(crate) struct ServeArgs {
     /// Disk for saved replays, e.g. 10G (the least recently used are dropped beyond it).
     #[arg(long, value_name = "SIZE", default_value = "10G", value_parser = parse_size)]
     pub store_max_disk: usize,
+    /// The most rows one answer of /qprof/v1/sql (the UI's query box) holds.
+    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub sql_max_rows: u32,
+    /// The longest one /qprof/v1/sql statement runs before it is stopped.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub sql_timeout: std::time::Duration,
+    /// The memory /qprof/v1/sql statements' operators may reserve, together.
+    #[arg(long, value_name = "SIZE", default_value = "512M", value_parser = parse_size)]
+    pub sql_memory: usize,
+    /// Serve no /qprof/v1/sql (nor the UI's query box).
+    #[arg(long)]
+    pub no_sql: bool,
 }
 
 /// A duration such as `500ms`, `10s`, `5m`, `2h` or `7d` (a bare number is seconds).
@@ -303,6 +315,14 @@ pub(crate) struct SqlArgs {
     #[arg(long, value_name = "URL", value_parser = crate::cluster::parse_cluster_url,
           conflicts_with_all = NOT_WITH_CLUSTER, conflicts_with = "s3_endpoint")]
     pub cluster: Option<String>,
+    /// Add the `qprof.*` tables (applications, queries, operators, …) over the runs qprof
+    /// or Spark logged in this event-log directory or s3:// prefix, e.g. qprof-events.
+    #[arg(long, value_name = "DIR|s3://…", conflicts_with = "cluster")]
+    pub history: Option<PathBuf>,
+    /// Keep the history's replays in this directory, so that later queries over the same
+    /// logs read none of them again.
+    #[arg(long, value_name = "DIR", requires = "history")]
+    pub history_store: Option<PathBuf>,
     #[command(flatten)]
     pub exec: ExecOptions,
 }

@@ -231,6 +231,16 @@ pub(crate) async fn run_sql(args: SqlArgs) -> Result<()> {
         args.s3_endpoint.as_deref(),
     )?;
     register_tables(session.context(), &args.tables, args.format).await?;
+    // before this run's log is started: the history is what was logged before it
+    if let Some(history) = &args.history {
+        crate::history::register(
+            session.context(),
+            history,
+            args.s3_endpoint.as_deref(),
+            args.history_store.as_deref(),
+        )
+        .await?;
+    }
     let log = keep_event_log(&args.exec.log, &session)?;
     let traces = export_traces(&args.exec, &session)?;
     let parent = crate::otlp::trace_parent()?;

@@ -1,53 +1,12 @@
 //! `qprof serve`: the history server over a log directory.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::{Context, Result, bail};
-use qprof_eventlog::EventLogError;
-use qprof_eventlog::Storage;
-use qprof_server::ObjectStorage;
+use anyhow::{Context, Result};
 
 use crate::cli::ServeArgs;
-
-/// Where the logs are: a local directory, or a prefix in an object store.
-struct LogLocation {
-    storage: Storage,
-    dir: PathBuf,
-}
-
-impl LogLocation {
-    /// The location `dir` names: an `s3://bucket/prefix` URL (through the S3 client
-    /// `qprof sql` uses, with `endpoint`) or a local directory, which must be readable.
-    fn of(dir: &Path, endpoint: Option<&str>) -> Result<LogLocation> {
-        let text = dir.to_string_lossy();
-        if let Some(rest) = text.strip_prefix("s3://") {
-            let bucket = rest.split('/').next().unwrap_or_default();
-            if bucket.is_empty() {
-                bail!("'{text}' names no bucket (s3://bucket/prefix/)");
-            }
-            let client = crate::data::s3_store(bucket, endpoint)?;
-            let storage = ObjectStorage::new(Arc::new(client), &format!("s3://{bucket}"))
-                .context("cannot start the object store client")?;
-            return Ok(LogLocation {
-                storage: Storage::new(Arc::new(storage)),
-                dir: PathBuf::from(text.trim_end_matches('/')),
-            });
-        }
-        if let Some((scheme, _)) = text.split_once("://") {
-            bail!("'{text}': log directories are local paths or s3:// URLs, not {scheme}://");
-        }
-        if endpoint.is_some() {
-            bail!("--s3-endpoint is for an s3:// --log-dir, and '{text}' is a local directory");
-        }
-        std::fs::read_dir(dir)
-            .with_context(|| format!("cannot read log directory '{}'", dir.display()))?;
-        Ok(LogLocation {
-            storage: Storage::local(),
-            dir: dir.to_path_buf(),
-        })
-    }
-}
+use crate::location::LogLocation;
 
 /// `qprof serve`: the history server over a log directory, until interrupted.
 pub(crate) async fn serve(args: ServeArgs) -> Result<()> {
@@ -75,20 +34,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}:{}", args.bind, args.port))?;
     // the scan (and its warnings) once the flags proved good
-    let store = {
-        let (storage, root) = (location.storage.clone(), location.dir.clone());
-        tokio::task::spawn_blocking(move || {
-            qprof_server::LogStore::open_in(storage, &root, options)
-        })
-        .await
-        .context("the first scan stopped")?
-        .map_err(|e| match e {
-            // the directory is named once, by the context
-            EventLogError::Io { path, cause } if path == location.dir => anyhow::anyhow!(cause),
-            other => anyhow::anyhow!(other),
-        })
-        .with_context(|| format!("cannot read log directory '{}'", dir.display()))?
-    };
+    let store = location.open(options).await?;
     let store = Arc::new(store);
     qprof_server::LogStore::spawn_scanner(&store);
     let address = listener
@@ -100,7 +46,19 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<()> {
     );
     use std::io::Write;
     std::io::stdout().flush().ok();
-    axum::serve(listener, qprof_server::router(store))
+    let router = if args.no_sql {
+        qprof_server::router(store)
+    } else {
+        let limits = qprof_history::SqlLimits {
+            max_rows: args.sql_max_rows as usize,
+            timeout: args.sql_timeout,
+            memory_bytes: args.sql_memory,
+        };
+        let service = qprof_history::SqlService::new(Arc::clone(&store), limits)
+            .context("cannot start the SQL service")?;
+        qprof_server::router_with_sql(store, Arc::new(service))
+    };
+    axum::serve(listener, router)
         .await
         .context("the server stopped")
 }

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::http_get;
 use common::served::{Server, first_address, qprof, temp_dir};
+use common::{http_get, percent_encoded};
 use serde_json::Value;
 
 mod common;
@@ -101,17 +101,6 @@ impl Drop for Prometheus {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn percent_encoded(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 fn json(port: u16, path: &str) -> Value {

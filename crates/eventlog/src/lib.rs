@@ -51,13 +51,16 @@ pub use pprof::pprof_profile;
 pub use profile_diff::{DEFAULT_REGRESSION_THRESHOLD_PERCENT, QueryDiff, diff_queries};
 pub use profile_events::{IdCounters, QueryRecord, running_query_events};
 pub use profile_json::{
-    FORMAT_VERSION, MemoryJson, ProfileJsonError, ProfilesDocument, QueryJson, SampledStackJson,
-    ServedProfile, StackSamplesJson,
+    FORMAT_VERSION, MemoryJson, MetricJson, NodeJson, OrderedMap, ProfileJsonError,
+    ProfilesDocument, QueryJson, SampledStackJson, ServedProfile, StackSamplesJson,
 };
 pub use replay::{Replay, scan_info};
 pub use snapshot::{LogStamp, SNAPSHOT_VERSION, SnapshotError};
 pub use spark::{EXECUTOR_METRIC_NAMES, format_date, parse_date};
-pub use state::{AppInfo, AppState};
+pub use state::{
+    AppInfo, AppState, Execution, Executor, Job, PlanMetric, PlanNode, Stage, StageStatus, Task,
+    TaskMetrics, TaskStatus,
+};
 pub use storage::{
     EntryKind, Listed, LogStorage, ROLLING_DIR_PREFIX, SkippedEntry, Storage, StorageStats,
     StoredEntry,

@@ -1,5 +1,7 @@
 //! qprof's history server: Spark's `/api/v1` REST API and a web UI over a directory of
-//! event logs written by qprof or by Spark. It reads logs only; it never runs queries.
+//! event logs written by qprof or by Spark. It reads logs only and runs no query itself:
+//! `/qprof/v1/sql` hands its statements to a [`SqlRunner`] the program gives
+//! ([`router_with_sql`]).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -23,11 +25,13 @@ mod api;
 pub mod live;
 mod metrics;
 pub mod object_storage;
+pub mod sql;
 pub mod store;
 mod ui;
 
 pub use live::LiveSource;
 pub use object_storage::ObjectStorage;
+pub use sql::{SqlAnswer, SqlColumn, SqlError, SqlRunner, SqlStop};
 pub use store::LogStore;
 
 use api::{Answer, ApiError, Params};
@@ -64,6 +68,19 @@ pub fn live_router(store: LogStore, live: Arc<dyn LiveSource>) -> Router {
 /// web UI at `/`.
 pub fn router(store: Shared) -> Router {
     routes(None).fallback(not_found).with_state(store)
+}
+
+/// The routes of [`router`] plus `/qprof/v1/sql` (`GET ?q=…`, or `POST` with the
+/// statement), answered by `sql`: a read-only statement over the logs, within the
+/// runner's limits, and the web UI's query box.
+pub fn router_with_sql(store: Shared, sql: Arc<dyn SqlRunner>) -> Router {
+    let statements = Router::new()
+        .route("/qprof/v1/sql", get(sql::get_sql).post(sql::post_sql))
+        .with_state(sql);
+    routes(None)
+        .fallback(not_found)
+        .with_state(store)
+        .merge(statements)
 }
 
 /// The routes both servers have; `/metrics` adds `live`'s gauges when there is one.

@@ -46,6 +46,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
         JS,
         include_str!("../ui/pages/compare.js"),
     ),
+    ("pages/sql.js", JS, include_str!("../ui/pages/sql.js")),
     ("pages/stage.js", JS, include_str!("../ui/pages/stage.js")),
     (
         "pages/executors.js",

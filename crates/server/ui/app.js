@@ -12,6 +12,7 @@
 //   #/app/{app}/stage/{id}/{attempt}     a stage: summary, task quantiles, tasks
 //   #/app/{app}/executors                executors
 //   #/compare?before=APP:ID&after=APP:ID two runs of a query compared operator by operator
+//   #/sql?q=SELECT…                      SQL over every logged run (the qprof.* tables); runs q if given
 //
 // Test hooks: <main id="page" data-page="...">, body[data-ready="1"] once a page is rendered,
 // #error holding the message of a failed fetch.
@@ -39,6 +40,7 @@
     });
     if (parts.length === 0) return { page: 'apps' };
     if (parts.length === 1 && parts[0] === 'compare') return { page: 'compare' };
+    if (parts.length === 1 && parts[0] === 'sql') return { page: 'sql', q: routeParam('q') };
     if (parts[0] === 'app' && parts.length >= 2) {
       const app = parts[1];
       if (parts.length === 2) return { page: 'app', app };

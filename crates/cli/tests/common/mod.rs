@@ -71,3 +71,15 @@ pub(crate) fn files_under(dir: &Path) -> Vec<PathBuf> {
         })
         .collect()
 }
+
+/// `text` percent-encoded for a URL's path or query.
+pub(crate) fn percent_encoded(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

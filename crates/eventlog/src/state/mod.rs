@@ -21,11 +21,11 @@ mod stages;
 pub(crate) mod task_event;
 
 pub use app::AppInfo;
-pub(crate) use app::Executor;
-pub(crate) use jobs::Job;
-pub(crate) use plan::{PlanMetric, PlanNode};
-pub(crate) use sql::Execution;
-pub(crate) use stages::{Stage, StageStatus, Task, TaskMetrics, TaskStatus};
+pub use app::Executor;
+pub use jobs::Job;
+pub use plan::{PlanMetric, PlanNode};
+pub use sql::Execution;
+pub use stages::{Stage, StageStatus, Task, TaskMetrics, TaskStatus};
 
 /// Peak values of Spark's 23 executor metrics, in [`EXECUTOR_METRIC_NAMES`] order.
 pub(crate) type ExecutorPeaks = [i64; 23];

@@ -87,6 +87,36 @@ impl Execution {
     /// across stages after the first stage in Spark's order of the execution's stages
     /// (Scala's iteration order of a set of them); a driver value above it names the driver.
     pub fn metric_strings(&self, state: &AppState) -> HashMap<i64, String> {
+        let mut out = HashMap::new();
+        self.for_each_aggregated(state, |id, kind, values, max| {
+            let text = match kind.parse::<MetricKind>() {
+                Ok(kind) => qprof_core::metric::spark_string_naming(kind, values, max),
+                // Spark renders unknown (custom) metric types as their plain sum
+                Err(_) => values.iter().map(|v| v.value).sum::<i64>().to_string(),
+            };
+            out.insert(id, text);
+        });
+        out
+    }
+
+    /// The total per accumulator id (the sum of the values [`Execution::metric_strings`]
+    /// renders), for every accumulator with a value.
+    pub fn metric_totals(&self, state: &AppState) -> HashMap<i64, i64> {
+        let mut out = HashMap::new();
+        self.for_each_aggregated(state, |id, _, values, _| {
+            out.insert(id, values.iter().map(|v| v.value).sum());
+        });
+        out
+    }
+
+    /// Calls `f` with each accumulator's id, metric type, values as Spark's SQL listener
+    /// aggregates them (see [`Execution::metric_strings`]) and the task that reached the
+    /// maximum (none when the driver did), for every accumulator with a value.
+    fn for_each_aggregated(
+        &self,
+        state: &AppState,
+        mut f: impl FnMut(i64, &str, &[TaskValue], Option<TaskRef>),
+    ) {
         let stage_order = scala_order(
             &self
                 .job_ids
@@ -102,7 +132,6 @@ impl Execution {
                 .or_default()
                 .push((*order, *value));
         }
-        let mut out = HashMap::new();
         for (id, kind) in &self.metric_types {
             let mut reported = by_accumulator.remove(id).unwrap_or_default();
             reported.sort_by_key(|(order, _)| *order);
@@ -137,16 +166,8 @@ impl Execution {
             if values.is_empty() {
                 continue;
             }
-            let text = match kind.parse::<MetricKind>() {
-                Ok(kind) => {
-                    qprof_core::metric::spark_string_naming(kind, &values, max.map(|(_, t)| t))
-                }
-                // Spark renders unknown (custom) metric types as their plain sum
-                Err(_) => values.iter().map(|v| v.value).sum::<i64>().to_string(),
-            };
-            out.insert(*id, text);
+            f(*id, kind, &values, max.map(|(_, t)| t));
         }
-        out
     }
 }
 

@@ -1,0 +1,145 @@
+//! End to end: `qprof sql --history` over a TPC-H run's log and Spark's own, and the web
+//! UI's query box in a real headless Chromium, against the profiles the logs carry.
+//!
+//! Needs what `scripts/install-test-deps.sh` installs (Chromium).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::served::{Server, chromium, qprof, temp_dir};
+use common::{percent_encoded, tpch_event_log};
+use qprof_eventlog::Replay;
+use qprof_eventlog::fixtures::{ORACLE_APP, copy_oracle_app};
+
+mod common;
+
+const BY_NAME: &str =
+    "SELECT name, sum(self_cpu_nanos) FROM qprof.operators GROUP BY name ORDER BY 2 DESC";
+
+/// Each operator type's self CPU summed over every profile the logs in `dir` carry.
+fn self_cpu_by_name(dir: &Path) -> BTreeMap<String, i64> {
+    let mut totals = BTreeMap::new();
+    for source in qprof_eventlog::discover(dir).unwrap() {
+        let replay = Replay::load(source).unwrap();
+        for execution in replay.state().executions.values() {
+            let Some(profile) = execution.qprof_profile() else {
+                continue;
+            };
+            for node in profile.unwrap().plan.iter() {
+                if let Some(m) = node.metrics.get("selfCpuNanos") {
+                    *totals.entry(node.name.clone()).or_default() += m.value;
+                }
+            }
+        }
+    }
+    totals
+}
+
+/// The rows of a table `qprof sql` printed: the cells of each line between `|`s, the
+/// header's included.
+fn printed_rows(stdout: &str) -> Vec<Vec<String>> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn sql_history_sums_the_logged_profiles_self_cpu_by_operator() {
+    let dir = temp_dir("sql-history");
+    let events = tpch_event_log(&dir, Some("3,22"));
+    copy_oracle_app(&events, ORACLE_APP);
+    let want = self_cpu_by_name(&events);
+    assert!(want.contains_key("HashJoinExec"), "{want:?}");
+    let out = qprof()
+        .args(["sql", "--history"])
+        .arg(&events)
+        .arg("--event-log-dir")
+        .arg(dir.join("own"))
+        .args(["--top", "0", BY_NAME])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = printed_rows(&stdout);
+    assert_eq!(rows[0], ["name", "sum(qprof.operators.self_cpu_nanos)"]);
+    let mut got = BTreeMap::new();
+    for row in &rows[1..] {
+        // Spark's operators have no self CPU: their sums are null (empty)
+        if !row[1].is_empty() {
+            got.insert(row[0].clone(), row[1].parse::<i64>().unwrap());
+        }
+    }
+    assert_eq!(got, want);
+    // Spark's plan is there too, by its own operators' names
+    assert!(rows.iter().any(|r| r[0] == "Range"), "{stdout}");
+    // sorted by the sum, largest first
+    let sums: Vec<i64> = rows[1..]
+        .iter()
+        .filter(|r| !r[1].is_empty())
+        .map(|r| r[1].parse().unwrap())
+        .collect();
+    assert!(sums.windows(2).all(|w| w[0] >= w[1]), "{sums:?}");
+}
+
+#[test]
+fn sql_history_over_a_missing_directory_is_a_one_line_error() {
+    let dir = temp_dir("sql-history-missing");
+    let out = qprof()
+        .args(["sql", "--history"])
+        .arg(dir.join("nothing-here"))
+        .arg("--event-log-dir")
+        .arg(dir.join("own"))
+        .arg(BY_NAME)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("cannot read log directory") && stderr.contains("nothing-here"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_ui_query_box_answers_in_headless_chromium() {
+    let dir = temp_dir("sql-ui");
+    let events = tpch_event_log(&dir, Some("3"));
+    let want = self_cpu_by_name(&events);
+    let server = Server::start(&events);
+    let url = format!(
+        "{}/#/sql?q={}",
+        server.url,
+        percent_encoded(&format!("{BY_NAME} LIMIT 50"))
+    );
+    let dom = chromium(&["--dump-dom"], &url);
+    let html = String::from_utf8_lossy(&dom.stdout);
+    assert!(html.contains("data-ready=\"1\""), "never rendered:\n{html}");
+    assert!(!html.contains("id=\"error\""), "an error:\n{html}");
+    for (name, sum) in &want {
+        let row = format!("<td>{name}</td><td class=\"num mono\">{sum}</td>");
+        assert!(html.contains(&row), "no row {row}:\n{html}");
+    }
+    // a statement that writes is refused, in the page
+    let url = format!(
+        "{}/#/sql?q={}",
+        server.url,
+        percent_encoded("CREATE TABLE t AS SELECT 1")
+    );
+    let html = String::from_utf8_lossy(&chromium(&["--dump-dom"], &url).stdout).to_string();
+    assert!(
+        html.contains("data-ready=\"1\"") && html.contains("id=\"error\""),
+        "{html}"
+    );
+}

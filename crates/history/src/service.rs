@@ -1,0 +1,207 @@
+//! The history as a read-only SQL service, within limits: what answers the history
+//! server's `/qprof/v1/sql`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use datafusion::arrow::array::{Array, ArrayRef};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
+use futures::StreamExt;
+use qprof_server::LogStore;
+use qprof_server::sql::{SqlAnswer, SqlColumn, SqlError, SqlRunner, SqlStop};
+use serde_json::Value;
+
+use crate::{HistoryError, register_store};
+
+/// How far one statement may go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SqlLimits {
+    /// The most rows an answer holds; a statement with more is stopped there.
+    pub max_rows: usize,
+    /// The longest a statement runs; one still running then is stopped, with the rows
+    /// it gave so far.
+    pub timeout: Duration,
+    /// The memory the statements' operators may reserve, together.
+    pub memory_bytes: usize,
+}
+
+impl Default for SqlLimits {
+    /// 10,000 rows, 30 seconds, 512 MiB.
+    fn default() -> SqlLimits {
+        SqlLimits {
+            max_rows: 10_000,
+            timeout: Duration::from_secs(30),
+            memory_bytes: 512 << 20,
+        }
+    }
+}
+
+/// Read-only SQL over one log store's history: queries only (no DDL, no writes, no
+/// `SET`), each within [`SqlLimits`].
+#[derive(Clone)]
+pub struct SqlService {
+    ctx: SessionContext,
+    limits: SqlLimits,
+}
+
+impl std::fmt::Debug for SqlService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlService")
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+impl SqlService {
+    /// A service over `store`'s history, in a session of its own whose memory is
+    /// bounded by `limits`.
+    ///
+    /// # Errors
+    /// If the session cannot be built.
+    pub fn new(store: Arc<LogStore>, limits: SqlLimits) -> Result<SqlService, HistoryError> {
+        let runtime = RuntimeEnvBuilder::new()
+            .with_memory_limit(limits.memory_bytes, 1.0)
+            .build_arc()
+            .map_err(|e| HistoryError::Catalog(e.to_string()))?;
+        let ctx = SessionContext::new_with_config_rt(SessionConfig::new(), runtime);
+        register_store(&ctx, store)?;
+        Ok(SqlService { ctx, limits })
+    }
+
+    /// The answer to `sql`, stopped at the limits.
+    ///
+    /// # Errors
+    /// [`SqlError::Rejected`] for a statement that does not parse or plan, or that is not
+    /// a query; [`SqlError::Failed`] if it fails while it runs.
+    pub async fn answer(&self, sql: &str) -> Result<SqlAnswer, SqlError> {
+        answer(&self.ctx, self.limits, sql).await
+    }
+}
+
+impl SqlRunner for SqlService {
+    fn run(
+        &self,
+        sql: String,
+    ) -> Pin<Box<dyn Future<Output = Result<SqlAnswer, SqlError>> + Send>> {
+        let this = self.clone();
+        Box::pin(async move { this.answer(&sql).await })
+    }
+}
+
+/// An error's text on one line.
+fn one_line(e: impl std::fmt::Display) -> String {
+    e.to_string()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+async fn answer(ctx: &SessionContext, limits: SqlLimits, sql: &str) -> Result<SqlAnswer, SqlError> {
+    let started = Instant::now();
+    let deadline = tokio::time::Instant::now() + limits.timeout;
+    let elapsed = || started.elapsed().as_millis() as u64;
+    let read_only = SQLOptions::new()
+        .with_allow_ddl(false)
+        .with_allow_dml(false)
+        .with_allow_statements(false);
+    let frame = ctx
+        .sql_with_options(sql, read_only)
+        .await
+        .map_err(|e| SqlError::Rejected(one_line(e)))?;
+    let columns = frame
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| SqlColumn {
+            name: f.name().clone(),
+            data_type: f.data_type().to_string(),
+        })
+        .collect();
+    let mut stream = frame
+        .execute_stream()
+        .await
+        .map_err(|e| SqlError::Rejected(one_line(e)))?;
+    let mut rows = Vec::new();
+    let mut stopped = None;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.next()).await {
+            Err(_) => {
+                stopped = Some(SqlStop::Time(elapsed()));
+                break;
+            }
+            Ok(None) => break,
+            Ok(Some(Err(e))) => return Err(SqlError::Failed(one_line(e))),
+            Ok(Some(Ok(batch))) => {
+                let room = limits.max_rows - rows.len();
+                append_rows(&batch, room, &mut rows).map_err(SqlError::Failed)?;
+                if batch.num_rows() > room {
+                    stopped = Some(SqlStop::Rows(limits.max_rows));
+                    break;
+                }
+            }
+        }
+    }
+    // dropping the stream stops the statement's tasks
+    drop(stream);
+    Ok(SqlAnswer {
+        columns,
+        rows,
+        stopped,
+        elapsed_ms: elapsed(),
+    })
+}
+
+/// Appends up to `room` of `batch`'s rows to `rows`, as JSON values.
+fn append_rows(batch: &RecordBatch, room: usize, rows: &mut Vec<Vec<Value>>) -> Result<(), String> {
+    let options = FormatOptions::default();
+    let formatters = batch
+        .columns()
+        .iter()
+        .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).map_err(one_line))
+        .collect::<Result<Vec<_>, _>>()?;
+    for row in 0..batch.num_rows().min(room) {
+        rows.push(
+            batch
+                .columns()
+                .iter()
+                .zip(&formatters)
+                .map(|(column, text)| json_value(column, text, row))
+                .collect(),
+        );
+    }
+    Ok(())
+}
+
+/// `column`'s value at `row`: a number or boolean as such, null as null, anything else
+/// as its display text.
+fn json_value(column: &ArrayRef, text: &ArrayFormatter<'_>, row: usize) -> Value {
+    if column.is_null(row) {
+        return Value::Null;
+    }
+    let shown = text.value(row).to_string();
+    match column.data_type() {
+        DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32
+        | DataType::UInt64 => shown
+            .parse::<serde_json::Number>()
+            .map_or(Value::String(shown), Value::Number),
+        DataType::Float16 | DataType::Float32 | DataType::Float64 => shown
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .map_or(Value::String(shown), Value::Number),
+        DataType::Boolean => Value::Bool(shown == "true"),
+        _ => Value::String(shown),
+    }
+}

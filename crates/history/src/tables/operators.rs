@@ -1,0 +1,254 @@
+//! `qprof.operators`: one row per operator per query, with every catalog metric as a
+//! column: from qprof's profile where the log carries one, else from Spark's plan and its
+//! metrics' totals.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, LazyLock};
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::error::Result;
+use qprof_core::catalog::{self, MetricDef};
+use qprof_eventlog::{AppState, Execution, NodeJson, rest};
+
+use super::{AppKey, AppSource, OfApp, Table, app_columns};
+use crate::columns::{Column, batch, int, int_map, schema_of, snake_case, text, time};
+use crate::prune::Selection;
+
+/// An operator's row.
+#[derive(Debug)]
+pub(crate) struct OperatorRow {
+    app: Arc<AppKey>,
+    query_id: i64,
+    submission_time: i64,
+    node_id: i64,
+    parent_id: Option<i64>,
+    stable_id: Option<String>,
+    name: String,
+    display: String,
+    stage_id: Option<i64>,
+    source: &'static str,
+    /// Its metrics by catalog name (Spark's by their display name when the catalog has
+    /// none of that display).
+    metrics: Vec<(String, i64)>,
+}
+
+impl OperatorRow {
+    fn metric(&self, name: &str) -> Option<i64> {
+        self.metrics
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| *v)
+    }
+}
+
+impl OfApp for OperatorRow {
+    fn app(&self) -> &AppKey {
+        &self.app
+    }
+}
+
+/// The catalog's metrics that are columns: every one but the numbered per-function CPU
+/// (a function's, not an operator's).
+fn metric_columns() -> impl Iterator<Item = &'static MetricDef> {
+    catalog::ALL
+        .iter()
+        .copied()
+        .filter(|d| d.name != catalog::FUNCTION_CPU_NANOS.name)
+}
+
+/// The catalog name of each metric Spark names by a catalog metric's display text.
+static BY_SPARK_NAME: LazyLock<HashMap<&'static str, &'static str>> = LazyLock::new(|| {
+    metric_columns()
+        .filter(|d| !d.display.contains("{op}"))
+        .map(|d| (d.display, d.name))
+        .collect()
+});
+
+static COLUMNS: LazyLock<Vec<Column<OperatorRow>>> = LazyLock::new(|| {
+    let mut columns = app_columns();
+    columns.extend([
+        int("query_id", |o: &OperatorRow| Some(o.query_id))
+            .about("The query's SQL execution id in its application.", None),
+        time("submission_time", |o: &OperatorRow| Some(o.submission_time)).about(
+            "When its query was submitted (a filter on it prunes applications).",
+            None,
+        ),
+        int("node_id", |o: &OperatorRow| Some(o.node_id)).about(
+            "The operator's id in its plan (qprof: pre-order; Spark: its SQL page's node id).",
+            None,
+        ),
+        int("parent_id", |o: &OperatorRow| o.parent_id)
+            .about("Its parent's node id; null for the root.", None),
+        text("stable_id", |o: &OperatorRow| o.stable_id.as_deref()).about(
+            "An id that names the same operator in every run of the same plan (qprof's profile).",
+            None,
+        ),
+        text("name", |o: &OperatorRow| Some(o.name.as_str()))
+            .about("The operator's type, e.g. HashJoinExec.", None),
+        text("display", |o: &OperatorRow| Some(o.display.as_str()))
+            .about("Its one-line description.", None),
+        int("stage_id", |o: &OperatorRow| o.stage_id)
+            .about("The stage that ran it, when known.", None),
+        text("source", |o: &OperatorRow| Some(o.source)).about(
+            "Where the row comes from: 'qprof' (a profile) or 'spark' (a plan and its metrics).",
+            None,
+        ),
+    ]);
+    for def in metric_columns() {
+        let name = def.name;
+        columns.push(
+            int(&snake_case(name), move |o: &OperatorRow| o.metric(name))
+                .about(def.description, Some(def.unit.as_str())),
+        );
+    }
+    let named: HashSet<&'static str> = metric_columns().map(|d| d.name).collect();
+    columns.push(
+        int_map("other_metrics", move |o: &OperatorRow, add| {
+            for (name, value) in &o.metrics {
+                if !named.contains(name.as_str()) {
+                    add(name, *value);
+                }
+            }
+        })
+        .about(
+            "Its metrics without a column of their own (DataFusion's native ones, join phases, Spark's own), by name.",
+            None,
+        ),
+    );
+    columns
+});
+
+/// `qprof.operators`.
+#[derive(Debug)]
+pub(crate) struct Operators;
+
+impl Table for Operators {
+    fn name(&self) -> &'static str {
+        "operators"
+    }
+
+    fn schema(&self) -> SchemaRef {
+        schema_of(&COLUMNS)
+    }
+
+    fn batch(
+        &self,
+        app: AppSource<'_>,
+        selection: &Selection,
+        projection: &[usize],
+        schema: &SchemaRef,
+    ) -> Result<RecordBatch> {
+        let key = AppKey::of(app.listed);
+        let mut rows = Vec::new();
+        if let Some(replay) = app.replay {
+            for execution in app.executions(selection) {
+                operators_of(replay.state(), execution, &key, &mut rows);
+            }
+        }
+        batch(&COLUMNS, &rows, projection, schema)
+    }
+}
+
+/// The rows of `execution`'s operators: its profile's, or its Spark plan's.
+fn operators_of(
+    state: &AppState,
+    execution: &Execution,
+    key: &Arc<AppKey>,
+    rows: &mut Vec<OperatorRow>,
+) {
+    match execution.qprof_profile() {
+        Some(Ok(profile)) => {
+            profiled(&profile.plan, None, execution, key, rows);
+        }
+        // a profile this qprof cannot read leaves the plan Spark's part of the log has
+        Some(Err(_)) | None => spark_plan(state, execution, key, rows),
+    }
+}
+
+fn profiled(
+    node: &NodeJson,
+    parent_id: Option<i64>,
+    execution: &Execution,
+    key: &Arc<AppKey>,
+    rows: &mut Vec<OperatorRow>,
+) {
+    let node_id = node.id as i64;
+    rows.push(OperatorRow {
+        app: Arc::clone(key),
+        query_id: execution.id,
+        submission_time: execution.submission_time,
+        node_id,
+        parent_id,
+        stable_id: node.stable_id.clone(),
+        name: node.name.clone(),
+        display: node.display.clone(),
+        stage_id: node.stage_id.map(i64::from),
+        source: "qprof",
+        metrics: node
+            .metrics
+            .0
+            .iter()
+            .map(|(name, m)| (name.clone(), m.value))
+            .collect(),
+    });
+    for child in &node.children {
+        profiled(child, Some(node_id), execution, key, rows);
+    }
+}
+
+fn spark_plan(
+    state: &AppState,
+    execution: &Execution,
+    key: &Arc<AppKey>,
+    rows: &mut Vec<OperatorRow>,
+) {
+    let Some(plan) = &execution.plan else {
+        return;
+    };
+    let totals = execution.metric_totals(state);
+    let (nodes, edges) = rest::plan_graph(plan);
+    let parents: HashMap<i64, i64> = edges.iter().rev().copied().collect();
+    for node in nodes {
+        let metrics = node
+            .metrics
+            .iter()
+            .filter_map(|(display, accumulator)| {
+                let value = *totals.get(accumulator)?;
+                let name = BY_SPARK_NAME
+                    .get(display.as_str())
+                    .map_or_else(|| display.clone(), |n| n.to_string());
+                Some((name, value))
+            })
+            .collect();
+        rows.push(OperatorRow {
+            app: Arc::clone(key),
+            query_id: execution.id,
+            submission_time: execution.submission_time,
+            node_id: node.id,
+            parent_id: parents.get(&node.id).copied(),
+            stable_id: None,
+            name: node.name,
+            display: node.desc,
+            stage_id: None,
+            source: "spark",
+            metrics,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn column_names_are_unique() {
+        let schema = Operators.schema();
+        let mut seen = HashSet::new();
+        for field in schema.fields() {
+            assert!(seen.insert(field.name().clone()), "{} twice", field.name());
+        }
+        assert!(schema.field_with_name("self_cpu_nanos").is_ok());
+        assert!(schema.field_with_name("output_rows").is_ok());
+    }
+}

@@ -1,0 +1,186 @@
+//! `qprof.queries`: one row per SQL execution (a query), as Spark logs it, with qprof's
+//! profile's facts where the log carries one.
+
+use std::sync::{Arc, LazyLock};
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::error::Result;
+use qprof_eventlog::Execution;
+
+use super::{AppKey, AppSource, OfApp, Table, app_columns};
+use crate::columns::{Column, batch, int, projection_needs_profile, schema_of, text, time};
+use crate::prune::Selection;
+
+/// A query's row.
+#[derive(Debug)]
+pub(crate) struct QueryRow {
+    app: Arc<AppKey>,
+    id: i64,
+    description: String,
+    status: &'static str,
+    submission_time: i64,
+    completion_time: Option<i64>,
+    error: Option<String>,
+    spark_query_id: Option<String>,
+    jobs: i64,
+    profile: Option<ProfileFacts>,
+}
+
+/// What a query's qprof profile adds to its row.
+#[derive(Debug)]
+struct ProfileFacts {
+    sql: String,
+    rows: i64,
+    duration_nanos: i64,
+    operators: i64,
+    findings: i64,
+    pool_peak_bytes: Option<i64>,
+    pool_limit_bytes: Option<i64>,
+}
+
+impl OfApp for QueryRow {
+    fn app(&self) -> &AppKey {
+        &self.app
+    }
+}
+
+/// A query's status, as Spark's SQL page names it.
+pub(crate) fn status(execution: &Execution) -> &'static str {
+    match (&execution.completion_time, &execution.error_message) {
+        (None, _) => "RUNNING",
+        (Some(_), Some(error)) if !error.is_empty() => "FAILED",
+        _ => "COMPLETED",
+    }
+}
+
+fn saturating(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+static COLUMNS: LazyLock<Vec<Column<QueryRow>>> = LazyLock::new(|| {
+    let mut columns = app_columns();
+    columns.extend([
+        int("query_id", |q: &QueryRow| Some(q.id))
+            .about("The query's SQL execution id in its application.", None),
+        text("description", |q: &QueryRow| Some(q.description.as_str())).about(
+            "Its short description (qprof's: the query's name or its SQL's start).",
+            None,
+        ),
+        text("status", |q: &QueryRow| Some(q.status)).about("RUNNING, COMPLETED or FAILED.", None),
+        time("submission_time", |q: &QueryRow| Some(q.submission_time))
+            .about("When it was submitted.", None),
+        time("completion_time", |q: &QueryRow| q.completion_time)
+            .about("When it ended; null while it runs.", None),
+        int("duration_ms", |q: &QueryRow| {
+            q.completion_time.map(|c| c - q.submission_time)
+        })
+        .about("From its submission to its end.", Some("ms")),
+        text("error", |q: &QueryRow| q.error.as_deref()).about("Why it failed.", None),
+        text("spark_query_id", |q: &QueryRow| q.spark_query_id.as_deref())
+            .about("Spark's query id (a UUID), when logged.", None),
+        int("jobs", |q: &QueryRow| Some(q.jobs)).about("The jobs it ran.", None),
+        text("sql", |q: &QueryRow| {
+            q.profile.as_ref().map(|p| p.sql.as_str())
+        })
+        .about("Its SQL text (qprof's profile).", None)
+        .needing_profile(),
+        int("rows", |q: &QueryRow| q.profile.as_ref().map(|p| p.rows))
+            .about("The rows it returned (qprof's profile).", Some("rows"))
+            .needing_profile(),
+        int("duration_nanos", |q: &QueryRow| {
+            q.profile.as_ref().map(|p| p.duration_nanos)
+        })
+        .about("Its execution's wall time (qprof's profile).", Some("ns"))
+        .needing_profile(),
+        int("operators", |q: &QueryRow| {
+            q.profile.as_ref().map(|p| p.operators)
+        })
+        .about("The operators of its plan (qprof's profile).", None)
+        .needing_profile(),
+        int("findings", |q: &QueryRow| {
+            q.profile.as_ref().map(|p| p.findings)
+        })
+        .about("The advisor's findings about it (qprof's profile).", None)
+        .needing_profile(),
+        int("memory_pool_peak_bytes", |q: &QueryRow| {
+            q.profile.as_ref().and_then(|p| p.pool_peak_bytes)
+        })
+        .about(
+            "The memory pool's peak while it ran (qprof's profile).",
+            Some("bytes"),
+        )
+        .needing_profile(),
+        int("memory_pool_limit_bytes", |q: &QueryRow| {
+            q.profile.as_ref().and_then(|p| p.pool_limit_bytes)
+        })
+        .about(
+            "The memory pool's limit, if it had one (qprof's profile).",
+            Some("bytes"),
+        )
+        .needing_profile(),
+    ]);
+    columns
+});
+
+/// `qprof.queries`.
+#[derive(Debug)]
+pub(crate) struct Queries;
+
+impl Table for Queries {
+    fn name(&self) -> &'static str {
+        "queries"
+    }
+
+    fn schema(&self) -> SchemaRef {
+        schema_of(&COLUMNS)
+    }
+
+    fn batch(
+        &self,
+        app: AppSource<'_>,
+        selection: &Selection,
+        projection: &[usize],
+        schema: &SchemaRef,
+    ) -> Result<RecordBatch> {
+        let key = AppKey::of(app.listed);
+        let with_profile = projection_needs_profile(&COLUMNS, projection);
+        let rows: Vec<QueryRow> = app
+            .executions(selection)
+            .map(|e| QueryRow {
+                app: Arc::clone(&key),
+                id: e.id,
+                description: e.description.clone(),
+                status: status(e),
+                submission_time: e.submission_time,
+                completion_time: e.completion_time,
+                error: e.error_message.clone().filter(|m| !m.is_empty()),
+                spark_query_id: e.query_id.clone(),
+                jobs: e.job_ids.len() as i64,
+                profile: with_profile.then(|| facts(e)).flatten(),
+            })
+            .collect();
+        batch(&COLUMNS, &rows, projection, schema)
+    }
+}
+
+/// The profile's facts of `execution`, if its log carries a profile this qprof reads.
+fn facts(execution: &Execution) -> Option<ProfileFacts> {
+    let profile = execution.qprof_profile()?.ok()?;
+    Some(ProfileFacts {
+        rows: saturating(profile.rows),
+        duration_nanos: saturating(profile.duration_nanos),
+        operators: profile.plan.iter().count() as i64,
+        findings: profile.findings.len() as i64,
+        pool_peak_bytes: profile
+            .memory_pool
+            .as_ref()
+            .map(|p| saturating(p.peak_bytes)),
+        pool_limit_bytes: profile
+            .memory_pool
+            .as_ref()
+            .and_then(|p| p.limit_bytes)
+            .map(saturating),
+        sql: profile.sql,
+    })
+}

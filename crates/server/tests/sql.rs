@@ -1,0 +1,181 @@
+//! `/qprof/v1/sql` through the router (no socket), with a runner that records the
+//! statements it is given: GET and POST, the errors' statuses, and no route without a
+//! runner.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use qprof_server::sql::{SqlAnswer, SqlColumn, SqlError, SqlRunner, SqlStop};
+use qprof_server::{LogStore, router, router_with_sql};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+/// Answers one column `n` with the statement's length, refuses statements starting with
+/// `BAD`, fails those starting with `FAIL`, and records every statement.
+#[derive(Default)]
+struct Recorder {
+    seen: Mutex<Vec<String>>,
+}
+
+impl SqlRunner for Recorder {
+    fn run(
+        &self,
+        sql: String,
+    ) -> Pin<Box<dyn Future<Output = Result<SqlAnswer, SqlError>> + Send>> {
+        self.seen.lock().unwrap().push(sql.clone());
+        Box::pin(async move {
+            if sql.starts_with("BAD") {
+                return Err(SqlError::Rejected(format!("cannot plan {sql}")));
+            }
+            if sql.starts_with("FAIL") {
+                return Err(SqlError::Failed("the log went away".into()));
+            }
+            Ok(SqlAnswer {
+                columns: vec![SqlColumn {
+                    name: "n".into(),
+                    data_type: "Int64".into(),
+                }],
+                rows: vec![vec![json!(sql.len())], vec![Value::Null]],
+                stopped: Some(SqlStop::Rows(2)),
+                elapsed_ms: 7,
+            })
+        })
+    }
+}
+
+fn empty_store() -> Arc<LogStore> {
+    let dir = std::env::temp_dir().join(format!("qprof-server-sql-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    Arc::new(LogStore::open(&dir).unwrap())
+}
+
+async fn send(app: axum::Router, request: Request<Body>) -> (StatusCode, Value) {
+    let response = app.oneshot(request).await.unwrap();
+    let status = response.status();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (status, serde_json::from_slice(&body).unwrap())
+}
+
+#[tokio::test]
+async fn get_and_post_hand_the_statement_to_the_runner() {
+    let runner = Arc::new(Recorder::default());
+    let app = router_with_sql(empty_store(), runner.clone());
+    let (status, body) = send(
+        app.clone(),
+        Request::get("/qprof/v1/sql?q=SELECT%201")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        json!({
+            "columns": [{"name": "n", "type": "Int64"}],
+            "rows": [[8], [null]],
+            "stopped": {"limit": "rows", "rows": 2},
+            "elapsedMs": 7,
+        })
+    );
+    let (status, _) = send(
+        app.clone(),
+        Request::post("/qprof/v1/sql")
+            .body(Body::from(r#"{"sql": "SELECT 22"}"#))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = send(
+        app.clone(),
+        Request::post("/qprof/v1/sql")
+            .body(Body::from("SELECT 333"))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        *runner.seen.lock().unwrap(),
+        ["SELECT 1", "SELECT 22", "SELECT 333"]
+    );
+    // the other qprof routes are still there
+    let (status, body) = send(
+        app,
+        Request::get("/qprof/v1/status")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+#[tokio::test]
+async fn refused_failed_and_empty_statements_have_their_statuses() {
+    let runner = Arc::new(Recorder::default());
+    let app = router_with_sql(empty_store(), runner.clone());
+    let cases = [
+        (
+            Request::get("/qprof/v1/sql?q=BAD%20SQL"),
+            StatusCode::BAD_REQUEST,
+            "cannot plan BAD SQL",
+        ),
+        (
+            Request::get("/qprof/v1/sql?q=FAIL"),
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the log went away",
+        ),
+        (
+            Request::get("/qprof/v1/sql"),
+            StatusCode::BAD_REQUEST,
+            "no statement",
+        ),
+        (
+            Request::get("/qprof/v1/sql?q=%20%20"),
+            StatusCode::BAD_REQUEST,
+            "no statement",
+        ),
+    ];
+    for (request, want, message) in cases {
+        let (status, body) = send(app.clone(), request.body(Body::empty()).unwrap()).await;
+        assert_eq!(status, want, "{body}");
+        assert!(
+            body["message"].as_str().unwrap().contains(message),
+            "{body}"
+        );
+    }
+    let (status, body) = send(
+        app.clone(),
+        Request::post("/qprof/v1/sql")
+            .body(Body::from(r#"{"query": "SELECT 1"}"#))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let long = "x".repeat(70_000);
+    let (status, _) = send(
+        app,
+        Request::post("/qprof/v1/sql")
+            .body(Body::from(long))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    // neither the empty nor the over-long statement reached the runner
+    assert_eq!(*runner.seen.lock().unwrap(), ["BAD SQL", "FAIL"]);
+}
+
+#[tokio::test]
+async fn a_server_without_a_runner_has_no_sql() {
+    let (status, body) = send(
+        router(empty_store()),
+        Request::get("/qprof/v1/sql?q=SELECT%201")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+}
