@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 
+use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 
@@ -167,14 +168,27 @@ fn time_bound(filter: &Expr) -> Option<Restriction> {
     }
 }
 
-/// `expr` without the casts around it.
+/// `expr` without the casts around it that keep a millisecond time exact (to a timestamp
+/// of milliseconds or finer); a cast that may round (to a date, to seconds) is kept, so
+/// the comparison through it prunes nothing.
 fn uncast(mut expr: &Expr) -> &Expr {
     loop {
-        match expr {
-            Expr::Cast(c) => expr = &c.expr,
-            Expr::TryCast(c) => expr = &c.expr,
+        let (inner, to) = match expr {
+            Expr::Cast(c) => (&c.expr, c.field.data_type()),
+            Expr::TryCast(c) => (&c.expr, c.field.data_type()),
             other => return other,
+        };
+        let exact = matches!(
+            to,
+            DataType::Timestamp(
+                TimeUnit::Millisecond | TimeUnit::Microsecond | TimeUnit::Nanosecond,
+                _
+            )
+        );
+        if !exact {
+            return expr;
         }
+        expr = inner;
     }
 }
 
@@ -191,7 +205,7 @@ fn epoch_millis(value: &ScalarValue) -> Option<i64> {
 
 #[cfg(test)]
 mod tests {
-    use datafusion::prelude::{col, lit};
+    use datafusion::prelude::{cast, col, lit};
 
     use super::*;
 
@@ -234,14 +248,25 @@ mod tests {
         assert!(s.keeps_run(None, None));
         // through a cast of the column, a nanosecond literal
         let ns = lit(ScalarValue::TimestampNanosecond(Some(3_000_000_000), None));
-        let cast = datafusion::prelude::cast(
+        let cast = cast(
             col("end_time"),
-            datafusion::arrow::datatypes::DataType::Timestamp(
-                datafusion::arrow::datatypes::TimeUnit::Nanosecond,
-                None,
-            ),
+            DataType::Timestamp(TimeUnit::Nanosecond, None),
         );
         assert_eq!(Selection::of(&[cast.lt(ns)]).time, (None, Some(3_000)));
+    }
+
+    #[test]
+    fn comparisons_through_a_rounding_cast_prune_nothing() {
+        let at = lit(ScalarValue::TimestampNanosecond(Some(3_000_000_000), None));
+        let ns = DataType::Timestamp(TimeUnit::Nanosecond, None);
+        let seconds = DataType::Timestamp(TimeUnit::Second, None);
+        for rounded in [
+            cast(cast(col("submission_time"), DataType::Date32), ns.clone()),
+            cast(col("submission_time"), seconds),
+        ] {
+            let filter = rounded.lt_eq(at.clone());
+            assert!(!Selection::understands(&filter), "{filter}");
+        }
     }
 
     #[test]

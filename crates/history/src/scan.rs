@@ -65,11 +65,8 @@ impl TableProvider for HistoryTable {
             .map_err(|e| DataFusionError::External(Box::new(e)))?
             .into_iter()
             .filter(|a| {
-                let end = if a.source.in_progress {
-                    None
-                } else {
-                    a.info.end_time.or(Some(a.last_updated))
-                };
+                // a log without an end (running, or died) keeps every later time
+                let end = a.info.end_time.filter(|_| !a.source.in_progress);
                 selection.keeps_app(a.id()) && selection.keeps_run(a.info.start_time, end)
             })
             .collect();

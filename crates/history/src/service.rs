@@ -126,7 +126,7 @@ async fn answer(ctx: &SessionContext, limits: SqlLimits, sql: &str) -> Result<Sq
     let mut stream = frame
         .execute_stream()
         .await
-        .map_err(|e| SqlError::Rejected(one_line(e)))?;
+        .map_err(|e| SqlError::Failed(one_line(e)))?;
     let mut rows = Vec::new();
     let mut stopped = None;
     loop {

@@ -8,11 +8,11 @@ use qprof_history::{SqlLimits, SqlService};
 use qprof_server::LogStore;
 use qprof_server::sql::{SqlError, SqlStop};
 
-fn service(limits: SqlLimits) -> (SqlService, std::path::PathBuf) {
+/// A service over an empty log directory of the test's own (`name`).
+fn service(name: &str, limits: SqlLimits) -> (SqlService, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!(
-        "qprof-history-service-{}-{}",
-        std::process::id(),
-        limits.max_rows
+        "qprof-history-service-{name}-{}",
+        std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -22,7 +22,7 @@ fn service(limits: SqlLimits) -> (SqlService, std::path::PathBuf) {
 
 #[tokio::test]
 async fn statements_that_write_are_refused_and_write_nothing() {
-    let (service, dir) = service(SqlLimits::default());
+    let (service, dir) = service("writes", SqlLimits::default());
     let out = dir.join("written.csv");
     let statements = [
         "CREATE TABLE t AS SELECT 1 AS x".to_string(),
@@ -55,10 +55,13 @@ async fn statements_that_write_are_refused_and_write_nothing() {
 
 #[tokio::test]
 async fn a_statement_stops_at_the_row_limit() {
-    let (service, _) = service(SqlLimits {
-        max_rows: 1_000,
-        ..SqlLimits::default()
-    });
+    let (service, _) = service(
+        "rows",
+        SqlLimits {
+            max_rows: 1_000,
+            ..SqlLimits::default()
+        },
+    );
     let answer = service
         .answer("SELECT value FROM generate_series(1, 100000000)")
         .await
@@ -78,11 +81,14 @@ async fn a_statement_stops_at_the_row_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_statement_stops_at_the_time_limit() {
-    let (service, _) = service(SqlLimits {
-        max_rows: 10,
-        timeout: Duration::from_millis(300),
-        ..SqlLimits::default()
-    });
+    let (service, _) = service(
+        "time",
+        SqlLimits {
+            max_rows: 10,
+            timeout: Duration::from_millis(300),
+            ..SqlLimits::default()
+        },
+    );
     // far more work than the limit allows (a cross join of a billion pairs)
     let answer = service
         .answer(
@@ -100,7 +106,7 @@ async fn a_statement_stops_at_the_time_limit() {
 
 #[tokio::test]
 async fn a_bad_statement_is_refused_on_one_line() {
-    let (service, _) = service(SqlLimits::default());
+    let (service, _) = service("bad", SqlLimits::default());
     for sql in [
         "SELEC 1",
         "SELECT nope FROM qprof.operators",

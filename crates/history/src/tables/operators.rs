@@ -8,7 +8,7 @@ use std::sync::{Arc, LazyLock};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::error::Result;
-use qprof_core::catalog::{self, MetricDef};
+use qprof_core::catalog::{self, MetricDef, Unit};
 use qprof_eventlog::{AppState, Execution, NodeJson, rest};
 
 use super::{AppKey, AppSource, OfApp, Table, app_columns};
@@ -57,13 +57,27 @@ fn metric_columns() -> impl Iterator<Item = &'static MetricDef> {
         .filter(|d| d.name != catalog::FUNCTION_CPU_NANOS.name)
 }
 
-/// The catalog name of each metric Spark names by a catalog metric's display text.
-static BY_SPARK_NAME: LazyLock<HashMap<&'static str, &'static str>> = LazyLock::new(|| {
+/// The catalog metric Spark names by its display text (templates without `{op}`).
+static BY_SPARK_NAME: LazyLock<HashMap<&'static str, &'static MetricDef>> = LazyLock::new(|| {
     metric_columns()
         .filter(|d| !d.display.contains("{op}"))
-        .map(|d| (d.display, d.name))
+        .map(|d| (d.display, d))
         .collect()
 });
+
+/// A Spark metric's name and total as an operator row holds them: under the catalog's
+/// name in the catalog's unit when it is the catalog's metric (Spark's `timing` metrics
+/// count milliseconds, the catalog's nanoseconds), else under Spark's own name; an
+/// `average` metric's sum is no total, so it keeps Spark's name.
+fn spark_metric(display: &str, metric_type: Option<&str>, total: i64) -> (String, i64) {
+    match (BY_SPARK_NAME.get(display), metric_type) {
+        (Some(_), Some("average")) | (None, _) => (display.to_string(), total),
+        (Some(def), Some("timing")) if def.unit == Unit::Nanoseconds => {
+            (def.name.to_string(), total.saturating_mul(1_000_000))
+        }
+        (Some(def), _) => (def.name.to_string(), total),
+    }
+}
 
 static COLUMNS: LazyLock<Vec<Column<OperatorRow>>> = LazyLock::new(|| {
     let mut columns = app_columns();
@@ -79,7 +93,7 @@ static COLUMNS: LazyLock<Vec<Column<OperatorRow>>> = LazyLock::new(|| {
             None,
         ),
         int("parent_id", |o: &OperatorRow| o.parent_id)
-            .about("Its parent's node id; null for the root.", None),
+            .about("Its parent's node id; null for the root (and for a Spark plan's whole-stage-codegen clusters, which hold their operators rather than sit above them).", None),
         text("stable_id", |o: &OperatorRow| o.stable_id.as_deref()).about(
             "An id that names the same operator in every run of the same plan (qprof's profile).",
             None,
@@ -214,11 +228,9 @@ fn spark_plan(
             .metrics
             .iter()
             .filter_map(|(display, accumulator)| {
-                let value = *totals.get(accumulator)?;
-                let name = BY_SPARK_NAME
-                    .get(display.as_str())
-                    .map_or_else(|| display.clone(), |n| n.to_string());
-                Some((name, value))
+                let total = *totals.get(accumulator)?;
+                let metric_type = execution.metric_types.get(accumulator);
+                Some(spark_metric(display, metric_type.map(|t| &**t), total))
             })
             .collect();
         rows.push(OperatorRow {
@@ -250,5 +262,31 @@ mod tests {
         }
         assert!(schema.field_with_name("self_cpu_nanos").is_ok());
         assert!(schema.field_with_name("output_rows").is_ok());
+    }
+
+    #[test]
+    fn spark_metrics_take_the_catalogs_name_and_unit() {
+        assert_eq!(
+            spark_metric("number of output rows", Some("sum"), 7),
+            ("outputRows".to_string(), 7)
+        );
+        let wait = catalog::SHUFFLE_FETCH_WAIT_NANOS;
+        assert!(!wait.display.contains("{op}"), "{}", wait.display);
+        assert_eq!(
+            spark_metric(wait.display, Some("timing"), 3),
+            (wait.name.to_string(), 3_000_000)
+        );
+        assert_eq!(
+            spark_metric(wait.display, Some("nsTiming"), 3),
+            (wait.name.to_string(), 3)
+        );
+        assert_eq!(
+            spark_metric("number of output rows", Some("average"), 7),
+            ("number of output rows".to_string(), 7)
+        );
+        assert_eq!(
+            spark_metric("time to broadcast", Some("timing"), 10),
+            ("time to broadcast".to_string(), 10)
+        );
     }
 }

@@ -73,7 +73,8 @@ static COLUMNS: LazyLock<Vec<Column<QueryRow>>> = LazyLock::new(|| {
         time("completion_time", |q: &QueryRow| q.completion_time)
             .about("When it ended; null while it runs.", None),
         int("duration_ms", |q: &QueryRow| {
-            q.completion_time.map(|c| c - q.submission_time)
+            q.completion_time
+                .map(|c| c.saturating_sub(q.submission_time))
         })
         .about("From its submission to its end.", Some("ms")),
         text("error", |q: &QueryRow| q.error.as_deref()).about("Why it failed.", None),
