@@ -58,7 +58,7 @@ impl TableProvider for HistoryTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let selection = Arc::new(Selection::of(filters));
+        let selection = Selection::of(filters);
         let apps: Vec<ListedApp> = self
             .store
             .list()
@@ -70,11 +70,18 @@ impl TableProvider for HistoryTable {
                 selection.keeps_app(a.id()) && selection.keeps_run(a.info.start_time, end)
             })
             .collect();
-        let projection: Arc<[usize]> = match projection {
-            Some(p) => p.as_slice().into(),
+        let projection: Vec<usize> = match projection {
+            Some(p) => p.clone(),
             None => (0..self.schema.fields().len()).collect(),
         };
         let schema = Arc::new(self.schema.project(&projection)?);
+        let scan = Arc::new(ScanShare {
+            store: Arc::clone(&self.store),
+            table: self.table,
+            selection,
+            projection,
+            schema: Arc::clone(&schema),
+        });
         let partitions = state
             .config()
             .target_partitions()
@@ -87,12 +94,8 @@ impl TableProvider for HistoryTable {
             .into_iter()
             .map(|apps| -> Arc<dyn PartitionStream> {
                 Arc::new(AppsPartition {
-                    store: Arc::clone(&self.store),
-                    table: self.table,
+                    scan: Arc::clone(&scan),
                     apps: apps.into(),
-                    selection: Arc::clone(&selection),
-                    projection: Arc::clone(&projection),
-                    schema: Arc::clone(&schema),
                 })
             })
             .collect();
@@ -123,72 +126,63 @@ impl TableProvider for HistoryTable {
     }
 }
 
+/// What every partition of one scan shares: where and what it reads, and what it keeps.
+#[derive(Debug)]
+struct ScanShare {
+    store: Arc<LogStore>,
+    table: &'static dyn Table,
+    selection: Selection,
+    projection: Vec<usize>,
+    /// The projected schema.
+    schema: SchemaRef,
+}
+
+impl ScanShare {
+    /// `app`'s rows of the table, replaying its log (from the store's cache or saved
+    /// replays when they have it) if the table needs more than the listing.
+    fn read(&self, app: &ListedApp) -> Result<RecordBatch> {
+        let replay = if self.table.needs_replay() {
+            Some(self.store.replay(app).map_err(|e| {
+                DataFusionError::Execution(format!("cannot read log '{}': {e}", app.source.name))
+            })?)
+        } else {
+            None
+        };
+        let source = AppSource {
+            listed: app,
+            replay: replay.as_deref(),
+        };
+        self.table
+            .batch(source, &self.selection, &self.projection, &self.schema)
+    }
+}
+
 /// One partition of a scan: a share of the applications, read one after the other as
 /// the scan pulls (a scan stopped early, by a limit, reads no more of them).
 #[derive(Debug)]
 struct AppsPartition {
-    store: Arc<LogStore>,
-    table: &'static dyn Table,
+    scan: Arc<ScanShare>,
     apps: Arc<[ListedApp]>,
-    selection: Arc<Selection>,
-    projection: Arc<[usize]>,
-    schema: SchemaRef,
 }
 
 impl PartitionStream for AppsPartition {
     fn schema(&self) -> &SchemaRef {
-        &self.schema
+        &self.scan.schema
     }
 
     fn execute(&self, _: Arc<TaskContext>) -> SendableRecordBatchStream {
-        let (store, table, apps) = (Arc::clone(&self.store), self.table, Arc::clone(&self.apps));
-        let (selection, projection, schema) = (
-            Arc::clone(&self.selection),
-            Arc::clone(&self.projection),
-            Arc::clone(&self.schema),
-        );
+        let (scan, apps) = (Arc::clone(&self.scan), Arc::clone(&self.apps));
         let batches = futures::stream::iter(0..apps.len()).then(move |i| {
-            let (store, apps) = (Arc::clone(&store), Arc::clone(&apps));
-            let (selection, projection, schema) = (
-                Arc::clone(&selection),
-                Arc::clone(&projection),
-                Arc::clone(&schema),
-            );
+            let (scan, apps) = (Arc::clone(&scan), Arc::clone(&apps));
             async move {
-                tokio::task::spawn_blocking(move || {
-                    read(&store, table, &apps[i], &selection, &projection, &schema)
-                })
-                .await
-                .map_err(|e| DataFusionError::External(Box::new(e)))?
+                tokio::task::spawn_blocking(move || scan.read(&apps[i]))
+                    .await
+                    .map_err(|e| DataFusionError::External(Box::new(e)))?
             }
         });
         Box::pin(RecordBatchStreamAdapter::new(
-            Arc::clone(&self.schema),
+            Arc::clone(&self.scan.schema),
             batches,
         ))
     }
-}
-
-/// `app`'s rows of `table`, replaying its log (from the store's cache or saved replays
-/// when they have it) if the table needs more than the listing.
-fn read(
-    store: &LogStore,
-    table: &dyn Table,
-    app: &ListedApp,
-    selection: &Selection,
-    projection: &[usize],
-    schema: &SchemaRef,
-) -> Result<RecordBatch> {
-    let replay = if table.needs_replay() {
-        Some(store.replay(app).map_err(|e| {
-            DataFusionError::Execution(format!("cannot read log '{}': {e}", app.source.name))
-        })?)
-    } else {
-        None
-    };
-    let source = AppSource {
-        listed: app,
-        replay: replay.as_deref(),
-    };
-    table.batch(source, selection, projection, schema)
 }

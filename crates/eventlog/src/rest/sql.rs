@@ -141,14 +141,6 @@ pub fn plan_graph(plan: &PlanNode) -> (Vec<GraphNode>, Vec<(i64, i64)>) {
     (b.nodes, b.edges)
 }
 
-fn execution_status(exec: &Execution) -> &'static str {
-    match (&exec.completion_time, &exec.error_message) {
-        (None, _) => "RUNNING",
-        (Some(_), Some(e)) if !e.is_empty() => "FAILED",
-        _ => "COMPLETED",
-    }
-}
-
 fn execution_data(
     state: &AppState,
     exec: &Execution,
@@ -202,7 +194,7 @@ fn execution_data(
     };
     let mut o = Map::new();
     o.insert("id".into(), json!(exec.id));
-    o.insert("status".into(), json!(execution_status(exec)));
+    o.insert("status".into(), json!(exec.status()));
     o.insert("description".into(), json!(exec.description));
     o.insert(
         "planDescription".into(),

@@ -77,6 +77,16 @@ impl Execution {
         Some(Ok(profile))
     }
 
+    /// Its status as Spark's SQL API names it: `RUNNING`, `FAILED` (it ended with an
+    /// error message) or `COMPLETED`.
+    pub fn status(&self) -> &'static str {
+        match (&self.completion_time, &self.error_message) {
+            (None, _) => "RUNNING",
+            (Some(_), Some(e)) if !e.is_empty() => "FAILED",
+            _ => "COMPLETED",
+        }
+    }
+
     /// Spark's rendered value per accumulator id, for every accumulator with a value,
     /// aggregated as Spark's SQL listener does.
     ///

@@ -45,15 +45,6 @@ impl OfApp for QueryRow {
     }
 }
 
-/// A query's status, as Spark's SQL page names it.
-pub(crate) fn status(execution: &Execution) -> &'static str {
-    match (&execution.completion_time, &execution.error_message) {
-        (None, _) => "RUNNING",
-        (Some(_), Some(error)) if !error.is_empty() => "FAILED",
-        _ => "COMPLETED",
-    }
-}
-
 fn saturating(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -152,7 +143,7 @@ impl Table for Queries {
                 app: Arc::clone(&key),
                 id: e.id,
                 description: e.description.clone(),
-                status: status(e),
+                status: e.status(),
                 submission_time: e.submission_time,
                 completion_time: e.completion_time,
                 error: e.error_message.clone().filter(|m| !m.is_empty()),
