@@ -130,6 +130,13 @@ pub(crate) struct ServeArgs {
     /// The memory /qprof/v1/sql statements' operators may reserve, together.
     #[arg(long, value_name = "SIZE", default_value = "512M", value_parser = parse_size)]
     pub sql_memory: usize,
+    /// The most bytes of values one /qprof/v1/sql answer holds (as text).
+    #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = parse_size)]
+    pub sql_max_bytes: usize,
+    /// How many /qprof/v1/sql statements run at once; more wait their turn (within their
+    /// time limit).
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    pub sql_concurrent: u32,
     /// Serve no /qprof/v1/sql (nor the UI's query box).
     #[arg(long)]
     pub no_sql: bool,

@@ -53,6 +53,8 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<()> {
             max_rows: args.sql_max_rows as usize,
             timeout: args.sql_timeout,
             memory_bytes: args.sql_memory,
+            max_bytes: args.sql_max_bytes,
+            concurrent: args.sql_concurrent as usize,
         };
         let service = qprof_history::SqlService::new(Arc::clone(&store), limits)
             .context("cannot start the SQL service")?;

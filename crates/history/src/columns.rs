@@ -12,6 +12,9 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit}
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::error::Result;
 
+/// The field metadata key naming a column's metric in the catalog.
+pub(crate) const CATALOG_METRIC: &str = "metric";
+
 type Build<R> = Box<dyn Fn(&[R]) -> ArrayRef + Send + Sync>;
 
 /// One column of a table whose rows are `R`s.
@@ -27,6 +30,15 @@ impl<R> Column<R> {
     /// This column, built from the queries' profiles.
     pub(crate) fn needing_profile(mut self) -> Column<R> {
         self.needs_profile = true;
+        self
+    }
+
+    /// This column, one of the metric catalog's metrics (`name` is the catalog's): its
+    /// field's `metric` metadata names it.
+    pub(crate) fn of_catalog_metric(mut self, name: &str) -> Column<R> {
+        let mut metadata = self.field.metadata().clone();
+        metadata.insert(CATALOG_METRIC.to_string(), name.to_string());
+        self.field = self.field.with_metadata(metadata);
         self
     }
 
@@ -163,9 +175,27 @@ pub(crate) fn batch<R>(
     )?)
 }
 
-/// `camelCase` as `snake_case`: a metric's catalog name as a column name.
+/// A count or a size as a column holds it: an `i64`, the largest where it does not fit.
+pub(crate) fn saturating(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// `camelCase` (or `PascalCase`) as `snake_case`, an acronym as one word: a metric's
+/// name as a column name.
 pub(crate) fn snake_case(name: &str) -> String {
-    qprof_core::format::camel_words(name).replace(' ', "_")
+    let chars: Vec<char> = name.chars().collect();
+    let mut out = String::with_capacity(name.len() + 4);
+    for (i, &c) in chars.iter().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            let after_lower = !chars[i - 1].is_ascii_uppercase();
+            let ends_acronym = chars.get(i + 1).is_some_and(char::is_ascii_lowercase);
+            if after_lower || ends_acronym {
+                out.push('_');
+            }
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
 }
 
 #[cfg(test)]
@@ -177,6 +207,12 @@ mod tests {
         assert_eq!(snake_case("selfCpuNanos"), "self_cpu_nanos");
         assert_eq!(snake_case("outputRows"), "output_rows");
         assert_eq!(snake_case("readConcurrency0"), "read_concurrency0");
+        assert_eq!(snake_case("JVMHeapMemory"), "jvm_heap_memory");
+        assert_eq!(snake_case("MinorGCCount"), "minor_gc_count");
+        assert_eq!(
+            snake_case("OnHeapExecutionMemory"),
+            "on_heap_execution_memory"
+        );
     }
 
     #[test]

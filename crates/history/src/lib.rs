@@ -30,6 +30,7 @@ use qprof_server::store::StoreOptions;
 
 mod columns;
 mod prune;
+pub mod reference;
 mod scan;
 mod schema;
 mod service;

@@ -64,6 +64,15 @@ impl Selection {
     pub(crate) fn keeps_query(&self, id: i64) -> bool {
         self.query_ids.as_ref().is_none_or(|ids| ids.contains(&id))
     }
+
+    /// Whether a row of query `id` (none: of no query) may be kept: a row of no query
+    /// fails every filter on the query id.
+    pub(crate) fn keeps_optional_query(&self, id: Option<i64>) -> bool {
+        match id {
+            Some(id) => self.keeps_query(id),
+            None => self.query_ids.is_none(),
+        }
+    }
 }
 
 fn intersect<T: Ord>(kept: &mut Option<BTreeSet<T>>, with: BTreeSet<T>) {

@@ -142,7 +142,7 @@ impl ScanShare {
     /// replays when they have it) if the table needs more than the listing.
     fn read(&self, app: &ListedApp) -> Result<RecordBatch> {
         let replay = if self.table.needs_replay() {
-            Some(self.store.replay(app).map_err(|e| {
+            Some(self.store.replay_passing(app).map_err(|e| {
                 DataFusionError::Execution(format!("cannot read log '{}': {e}", app.source.name))
             })?)
         } else {

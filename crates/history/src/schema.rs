@@ -14,7 +14,18 @@ use crate::tables::TABLES;
 pub const SCHEMA_NAME: &str = "qprof";
 
 /// The names of the schema's tables, in the order the guide describes them.
-pub const TABLE_NAMES: &[&str] = &["applications", "queries", "operators"];
+pub const TABLE_NAMES: &[&str] = &[
+    "applications",
+    "queries",
+    "operators",
+    "operator_tasks",
+    "functions",
+    "stages",
+    "tasks",
+    "executors",
+    "findings",
+    "planning",
+];
 
 /// The `qprof` schema over one log store.
 #[derive(Debug)]

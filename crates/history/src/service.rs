@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use datafusion::arrow::array::{Array, ArrayRef};
@@ -16,6 +17,7 @@ use futures::StreamExt;
 use qprof_server::LogStore;
 use qprof_server::sql::{SqlAnswer, SqlColumn, SqlError, SqlRunner, SqlStop};
 use serde_json::Value;
+use tokio::sync::Semaphore;
 
 use crate::{HistoryError, register_store};
 
@@ -29,15 +31,23 @@ pub struct SqlLimits {
     pub timeout: Duration,
     /// The memory the statements' operators may reserve, together.
     pub memory_bytes: usize,
+    /// The most bytes of values (as text) an answer holds; a statement with more is
+    /// stopped at the row that reaches it.
+    pub max_bytes: usize,
+    /// How many statements run at once; the others wait their turn, within their time.
+    pub concurrent: usize,
 }
 
 impl Default for SqlLimits {
-    /// 10,000 rows, 30 seconds, 512 MiB.
+    /// 10,000 rows, 30 seconds, 512 MiB of operators' memory, 16 MiB of answer, two
+    /// statements at once.
     fn default() -> SqlLimits {
         SqlLimits {
             max_rows: 10_000,
             timeout: Duration::from_secs(30),
             memory_bytes: 512 << 20,
+            max_bytes: 16 << 20,
+            concurrent: 2,
         }
     }
 }
@@ -48,6 +58,8 @@ impl Default for SqlLimits {
 pub struct SqlService {
     ctx: SessionContext,
     limits: SqlLimits,
+    turns: Arc<Semaphore>,
+    waiting: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for SqlService {
@@ -71,7 +83,22 @@ impl SqlService {
             .map_err(|e| HistoryError::Catalog(e.to_string()))?;
         let ctx = SessionContext::new_with_config_rt(SessionConfig::new(), runtime);
         register_store(&ctx, store)?;
-        Ok(SqlService { ctx, limits })
+        Ok(SqlService {
+            ctx,
+            limits,
+            turns: Arc::new(Semaphore::new(limits.concurrent.max(1))),
+            waiting: Arc::new(AtomicUsize::new(0)),
+        })
+    }
+
+    /// The statements running now.
+    pub fn running(&self) -> usize {
+        self.limits.concurrent.max(1) - self.turns.available_permits()
+    }
+
+    /// The statements waiting for their turn now.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::SeqCst)
     }
 
     /// The answer to `sql`, stopped at the limits.
@@ -80,7 +107,23 @@ impl SqlService {
     /// [`SqlError::Rejected`] for a statement that does not parse or plan, or that is not
     /// a query; [`SqlError::Failed`] if it fails while it runs.
     pub async fn answer(&self, sql: &str) -> Result<SqlAnswer, SqlError> {
-        answer(&self.ctx, self.limits, sql).await
+        let started = Instant::now();
+        let deadline = tokio::time::Instant::now() + self.limits.timeout;
+        let stopped = || SqlAnswer {
+            columns: Vec::new(),
+            rows: Vec::new(),
+            stopped: Some(SqlStop::Time(started.elapsed().as_millis() as u64)),
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        };
+        // waiting for a turn counts against the statement's time
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let turn = tokio::time::timeout_at(deadline, self.turns.acquire()).await;
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        let Ok(turn) = turn else {
+            return Ok(stopped());
+        };
+        let _turn = turn.map_err(|e| SqlError::Failed(one_line(e)))?;
+        answer(&self.ctx, self.limits, sql, started, deadline).await
     }
 }
 
@@ -102,18 +145,30 @@ fn one_line(e: impl std::fmt::Display) -> String {
         .join(" ")
 }
 
-async fn answer(ctx: &SessionContext, limits: SqlLimits, sql: &str) -> Result<SqlAnswer, SqlError> {
-    let started = Instant::now();
-    let deadline = tokio::time::Instant::now() + limits.timeout;
+async fn answer(
+    ctx: &SessionContext,
+    limits: SqlLimits,
+    sql: &str,
+    started: Instant,
+    deadline: tokio::time::Instant,
+) -> Result<SqlAnswer, SqlError> {
     let elapsed = || started.elapsed().as_millis() as u64;
+    let out_of_time = |columns| SqlAnswer {
+        columns,
+        rows: Vec::new(),
+        stopped: Some(SqlStop::Time(elapsed())),
+        elapsed_ms: elapsed(),
+    };
     let read_only = SQLOptions::new()
         .with_allow_ddl(false)
         .with_allow_dml(false)
         .with_allow_statements(false);
-    let frame = ctx
-        .sql_with_options(sql, read_only)
-        .await
-        .map_err(|e| SqlError::Rejected(one_line(e)))?;
+    // planning (which may list the log directory) counts against the time too
+    let Ok(planned) = tokio::time::timeout_at(deadline, ctx.sql_with_options(sql, read_only)).await
+    else {
+        return Ok(out_of_time(Vec::new()));
+    };
+    let frame = planned.map_err(|e| SqlError::Rejected(one_line(e)))?;
     let columns = frame
         .schema()
         .fields()
@@ -123,11 +178,12 @@ async fn answer(ctx: &SessionContext, limits: SqlLimits, sql: &str) -> Result<Sq
             data_type: f.data_type().to_string(),
         })
         .collect();
-    let mut stream = frame
-        .execute_stream()
-        .await
-        .map_err(|e| SqlError::Failed(one_line(e)))?;
+    let Ok(started_stream) = tokio::time::timeout_at(deadline, frame.execute_stream()).await else {
+        return Ok(out_of_time(columns));
+    };
+    let mut stream = started_stream.map_err(|e| SqlError::Failed(one_line(e)))?;
     let mut rows = Vec::new();
+    let mut bytes = 0;
     let mut stopped = None;
     loop {
         match tokio::time::timeout_at(deadline, stream.next()).await {
@@ -139,8 +195,13 @@ async fn answer(ctx: &SessionContext, limits: SqlLimits, sql: &str) -> Result<Sq
             Ok(Some(Err(e))) => return Err(SqlError::Failed(one_line(e))),
             Ok(Some(Ok(batch))) => {
                 let room = limits.max_rows - rows.len();
-                append_rows(&batch, room, &mut rows).map_err(SqlError::Failed)?;
-                if batch.num_rows() > room {
+                let appended = append_rows(&batch, room, limits.max_bytes, &mut bytes, &mut rows)
+                    .map_err(SqlError::Failed)?;
+                if bytes > limits.max_bytes {
+                    stopped = Some(SqlStop::Bytes(limits.max_bytes));
+                    break;
+                }
+                if appended < batch.num_rows() {
                     stopped = Some(SqlStop::Rows(limits.max_rows));
                     break;
                 }
@@ -157,8 +218,16 @@ async fn answer(ctx: &SessionContext, limits: SqlLimits, sql: &str) -> Result<Sq
     })
 }
 
-/// Appends up to `room` of `batch`'s rows to `rows`, as JSON values.
-fn append_rows(batch: &RecordBatch, room: usize, rows: &mut Vec<Vec<Value>>) -> Result<(), String> {
+/// Appends up to `room` of `batch`'s rows to `rows`, as JSON values, adding their text's
+/// size to `bytes` and stopping before the row that takes it past `max_bytes` (which is
+/// left counted); how many rows it appended.
+fn append_rows(
+    batch: &RecordBatch,
+    room: usize,
+    max_bytes: usize,
+    bytes: &mut usize,
+    rows: &mut Vec<Vec<Value>>,
+) -> Result<usize, String> {
     let options = FormatOptions::default();
     let formatters = batch
         .columns()
@@ -166,25 +235,31 @@ fn append_rows(batch: &RecordBatch, room: usize, rows: &mut Vec<Vec<Value>>) -> 
         .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).map_err(one_line))
         .collect::<Result<Vec<_>, _>>()?;
     for row in 0..batch.num_rows().min(room) {
-        rows.push(
-            batch
-                .columns()
-                .iter()
-                .zip(&formatters)
-                .map(|(column, text)| json_value(column, text, row))
-                .collect(),
-        );
+        let mut size = 0;
+        let values = batch
+            .columns()
+            .iter()
+            .zip(&formatters)
+            .map(|(column, text)| json_value(column, text, row, &mut size))
+            .collect();
+        *bytes += size;
+        if *bytes > max_bytes {
+            return Ok(row);
+        }
+        rows.push(values);
     }
-    Ok(())
+    Ok(batch.num_rows().min(room))
 }
 
 /// `column`'s value at `row`: a number or boolean as such, null as null, anything else
-/// as its display text.
-fn json_value(column: &ArrayRef, text: &ArrayFormatter<'_>, row: usize) -> Value {
+/// as its display text; adds the text's length to `size`.
+fn json_value(column: &ArrayRef, text: &ArrayFormatter<'_>, row: usize, size: &mut usize) -> Value {
     if column.is_null(row) {
+        *size += 4;
         return Value::Null;
     }
     let shown = text.value(row).to_string();
+    *size += shown.len();
     match column.data_type() {
         DataType::Int8
         | DataType::Int16
@@ -193,9 +268,11 @@ fn json_value(column: &ArrayRef, text: &ArrayFormatter<'_>, row: usize) -> Value
         | DataType::UInt8
         | DataType::UInt16
         | DataType::UInt32
-        | DataType::UInt64 => shown
-            .parse::<serde_json::Number>()
-            .map_or(Value::String(shown), Value::Number),
+        | DataType::UInt64 => match shown.parse::<i128>() {
+            // beyond 2^53 a JSON reader's double would round it: those go as text
+            Ok(n) if n.unsigned_abs() <= 1 << 53 => Value::Number((n as i64).into()),
+            _ => Value::String(shown),
+        },
         DataType::Float16 | DataType::Float32 | DataType::Float64 => shown
             .parse::<f64>()
             .ok()

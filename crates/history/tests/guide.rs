@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use datafusion::prelude::SessionContext;
 use qprof_core::profile::fixtures;
-use qprof_eventlog::fixtures::write_profiled_app;
+use qprof_eventlog::fixtures::{ORACLE_APP, copy_oracle_app, write_profiled_app};
 use qprof_server::LogStore;
 
 /// The ```sql blocks of `text`.
@@ -39,12 +39,14 @@ async fn every_ready_answer_in_the_guide_answers() {
     // the same query in two runs a day apart
     write_profiled_app(&dir, now - 2 * 86_400_000, &[fixtures::sample()]);
     write_profiled_app(&dir, now - 86_400_000, &[fixtures::sample()]);
+    // and a Spark application, whose executors say their memory
+    copy_oracle_app(&dir, ORACLE_APP);
 
     let ctx = SessionContext::new();
     qprof_history::register_store(&ctx, Arc::new(LogStore::open(&dir).unwrap())).unwrap();
     let chapter = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/src/history-sql.md");
     let blocks = sql_blocks(&std::fs::read_to_string(chapter).unwrap());
-    assert_eq!(blocks.len(), 3, "the chapter's ready answers");
+    assert_eq!(blocks.len(), 7, "the chapter's ready answers");
     for sql in &blocks {
         let batches = ctx
             .sql(sql)

@@ -1,5 +1,6 @@
 //! The read-only SQL service: statements that write are refused and write nothing, and a
-//! statement is stopped at its row and time limits.
+//! statement is stopped at its row, time and size limits, and waits its turn beyond the
+//! concurrency limit.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,10 +90,10 @@ async fn a_statement_stops_at_the_time_limit() {
             ..SqlLimits::default()
         },
     );
-    // far more work than the limit allows (a cross join of a billion pairs)
+    // far more work than the limit allows (a cross join of 10^12 pairs)
     let answer = service
         .answer(
-            "SELECT count(*) FROM generate_series(1, 1000000) a \
+            "SELECT count(*) FROM generate_series(1, 1000000000) a \
              CROSS JOIN generate_series(1, 1000) b WHERE a.value * b.value = -1",
         )
         .await
@@ -117,4 +118,79 @@ async fn a_bad_statement_is_refused_on_one_line() {
             other => panic!("{sql}: {other:?}"),
         }
     }
+}
+
+/// Waits, up to a minute, until `done` holds.
+async fn until(what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statements_beyond_the_concurrency_limit_wait_their_turn() {
+    let (service, _) = service(
+        "turns",
+        SqlLimits {
+            concurrent: 1,
+            timeout: Duration::from_secs(2),
+            ..SqlLimits::default()
+        },
+    );
+    let long = service.clone();
+    let first = tokio::spawn(async move {
+        long.answer(
+            "SELECT count(*) FROM generate_series(1, 1000000000) a \
+             CROSS JOIN generate_series(1, 1000) b WHERE a.value * b.value = -1",
+        )
+        .await
+    });
+    until("the long statement runs", || service.running() == 1).await;
+    let short = service.clone();
+    let second = tokio::spawn(async move { short.answer("SELECT 1 AS one").await });
+    until("the second statement waits", || service.waiting() == 1).await;
+    assert_eq!(service.running(), 1);
+    let first = first.await.unwrap().unwrap();
+    assert!(matches!(first.stopped, Some(SqlStop::Time(_))), "{first:?}");
+    // its turn came when the first stopped: it answered, or its own time (which ends
+    // just after the first's) ran out first
+    let second = second.await.unwrap().unwrap();
+    let answered = second.rows == vec![vec![serde_json::json!(1)]] && second.stopped.is_none();
+    let timed_out = second.rows.is_empty() && matches!(second.stopped, Some(SqlStop::Time(_)));
+    assert!(answered || timed_out, "{second:?}");
+    assert_eq!((service.running(), service.waiting()), (0, 0));
+}
+
+#[tokio::test]
+async fn an_answer_stops_at_its_size_and_keeps_large_integers_exact() {
+    let (service, _) = service(
+        "bytes",
+        SqlLimits {
+            max_bytes: 950,
+            ..SqlLimits::default()
+        },
+    );
+    // each row's value is 100 characters: nine rows fit in 950 bytes, the tenth does not
+    let answer = service
+        .answer("SELECT repeat('x', 100) AS s FROM generate_series(1, 50)")
+        .await
+        .unwrap();
+    assert_eq!(answer.rows.len(), 9);
+    assert_eq!(answer.stopped, Some(SqlStop::Bytes(950)));
+
+    let answer = service
+        .answer("SELECT 9007199254740993 AS big, 9007199254740992 AS safe, -5 AS small")
+        .await
+        .unwrap();
+    assert_eq!(
+        answer.rows,
+        vec![vec![
+            serde_json::json!("9007199254740993"),
+            serde_json::json!(9007199254740992i64),
+            serde_json::json!(-5),
+        ]]
+    );
 }

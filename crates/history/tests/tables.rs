@@ -2,73 +2,16 @@
 //! numbers as its own history server gave them, and logs opened only when a filter keeps
 //! them.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
-use datafusion::arrow::array::{Array, RecordBatch};
-use datafusion::prelude::SessionContext;
-use qprof_core::profile::{QueryProfile, fixtures};
+use common::{counting_store, profile, rows, session, temp_dir};
 use qprof_eventlog::fixtures::{ORACLE_APP, copy_oracle_app, write_profiled_app};
-use qprof_server::LogStore;
 use qprof_server::store::StoreOptions;
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("qprof-history-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// `sql`'s rows, every column as text (nulls as "null").
-async fn rows(ctx: &SessionContext, sql: &str) -> Vec<Vec<String>> {
-    let batches: Vec<RecordBatch> = ctx.sql(sql).await.unwrap().collect().await.unwrap();
-    let mut out = Vec::new();
-    for batch in &batches {
-        for row in 0..batch.num_rows() {
-            out.push(
-                batch
-                    .columns()
-                    .iter()
-                    .map(|c| {
-                        if c.is_null(row) {
-                            "null".to_string()
-                        } else {
-                            datafusion::arrow::util::display::array_value_to_string(c, row).unwrap()
-                        }
-                    })
-                    .collect(),
-            );
-        }
-    }
-    out
-}
-
-/// A store over `dir` counting the logs it replays from their start.
-fn counting_store(dir: &Path, options: StoreOptions) -> (Arc<LogStore>, Arc<AtomicUsize>) {
-    let loads = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&loads);
-    let store = LogStore::open_with(dir, options)
-        .unwrap()
-        .with_load_hook(Arc::new(move |_| {
-            counter.fetch_add(1, Ordering::SeqCst);
-        }));
-    (Arc::new(store), loads)
-}
-
-fn session(store: Arc<LogStore>) -> SessionContext {
-    let ctx = SessionContext::new();
-    qprof_history::register_store(&ctx, store).unwrap();
-    ctx
-}
-
-fn profile(id: usize) -> QueryProfile {
-    let mut p = fixtures::sample();
-    p.id = id;
-    p.sql = format!("SELECT {id}");
-    p
-}
 
 #[tokio::test]
 async fn operators_are_the_logged_profiles_nodes() {
@@ -296,4 +239,161 @@ async fn metric_columns_say_their_unit() {
     // an empty directory: tables without rows
     let none = rows(&ctx, "SELECT count(*) FROM qprof.operators").await;
     assert_eq!(none, vec![vec!["0".to_string()]]);
+}
+
+#[tokio::test]
+async fn findings_functions_and_planning_are_the_profiles() {
+    use qprof_core::planning::{PhaseTiming, PlanningPhase, PlanningProfile, RuleTiming};
+    let dir = temp_dir("profile-tables");
+    let mut planned = profile(1);
+    planned.planning = Some(PlanningProfile {
+        start_epoch_micros: 1_700_000_000_000_000,
+        phases: vec![PhaseTiming {
+            phase: PlanningPhase::Optimizer,
+            start_nanos: 100,
+            end_nanos: 900,
+            wall_nanos: 800,
+            cpu_nanos: 700,
+        }],
+        rules: vec![RuleTiming {
+            phase: PlanningPhase::Optimizer,
+            name: "push_down_filter".into(),
+            first_start_nanos: 120,
+            last_end_nanos: 880,
+            wall_nanos: 500,
+            calls: 6,
+            changed: true,
+            plans: Vec::new(),
+        }],
+    });
+    let profiles = [planned, profile(2)];
+    let app = write_profiled_app(&dir, 1_700_000_000_000, &profiles);
+    let ctx = session(counting_store(&dir, StoreOptions::default()).0);
+
+    let findings = rows(
+        &ctx,
+        "SELECT query_id, rule, severity, node_id, message FROM qprof.findings \
+         ORDER BY query_id, rule, node_id",
+    )
+    .await;
+    let mut want = Vec::new();
+    for (query, p) in profiles.iter().enumerate() {
+        for f in qprof_core::advice::advise(p) {
+            want.push(vec![
+                query.to_string(),
+                f.rule.to_string(),
+                f.severity.to_string(),
+                f.node_id.map_or("null".into(), |n| n.to_string()),
+                f.message.clone(),
+            ]);
+        }
+    }
+    want.sort_by(|a, b| (&a[0], &a[1], &a[3]).cmp(&(&b[0], &b[1], &b[3])));
+    assert!(
+        !want.is_empty(),
+        "the fixture gives the advisor something to say"
+    );
+    assert_eq!(findings, want);
+
+    let functions = rows(
+        &ctx,
+        "SELECT app_id, query_id, node_id, operator, function, expression, rows, cpu_nanos, mode \
+         FROM qprof.functions ORDER BY query_id, node_id",
+    )
+    .await;
+    let mut want = Vec::new();
+    for (query, p) in profiles.iter().enumerate() {
+        for node in p.plan.iter() {
+            for f in &node.functions {
+                want.push(vec![
+                    app.clone(),
+                    query.to_string(),
+                    node.id.to_string(),
+                    node.name.clone(),
+                    f.name.clone(),
+                    f.expression.clone(),
+                    f.rows.to_string(),
+                    f.cpu_nanos.to_string(),
+                    f.mode.clone(),
+                ]);
+            }
+        }
+    }
+    assert_eq!(functions.len(), 2, "one call site per query");
+    assert_eq!(functions, want);
+
+    let planning = rows(
+        &ctx,
+        "SELECT query_id, phase, rule, wall_nanos, cpu_nanos, calls, changed \
+         FROM qprof.planning ORDER BY query_id, rule NULLS FIRST",
+    )
+    .await;
+    let phase = profiles[0].planning.as_ref().unwrap().phases[0]
+        .phase
+        .as_str();
+    assert_eq!(
+        planning,
+        vec![
+            vec!["0", phase, "null", "800", "700", "null", "null"],
+            vec!["0", phase, "push_down_filter", "500", "null", "6", "true"],
+        ]
+    );
+}
+
+#[tokio::test]
+async fn operator_tasks_add_up_to_their_operators() {
+    let dir = temp_dir("operator-tasks");
+    // the fixture's operators report values of two tasks: its stage lists both
+    let mut two_tasks = profile(1);
+    let stage = &mut two_tasks.stages[0];
+    let mut second = stage.tasks[0].clone();
+    second.task_id = 1;
+    second.partition = 1;
+    stage.tasks.push(second);
+    let profiles = [two_tasks];
+    write_profiled_app(&dir, 1_700_000_000_000, &profiles);
+    let ctx = session(counting_store(&dir, StoreOptions::default()).0);
+    let got = rows(
+        &ctx,
+        "SELECT node_id, task_id, self_cpu_nanos, output_rows FROM qprof.operator_tasks \
+         WHERE task_id IS NOT NULL ORDER BY node_id, task_id",
+    )
+    .await;
+    let mut want = Vec::new();
+    for node in profiles[0].plan.iter() {
+        let task_values = |name: &str| -> BTreeMap<u64, i64> {
+            node.metrics
+                .iter()
+                .find(|m| m.name == name)
+                .unwrap()
+                .tasks
+                .iter()
+                .map(|v| (v.task.unwrap().task_id, v.value))
+                .collect()
+        };
+        let cpu = task_values("selfCpuNanos");
+        let rows = task_values("outputRows");
+        for (task, value) in &cpu {
+            want.push(vec![
+                node.id.to_string(),
+                task.to_string(),
+                value.to_string(),
+                rows[task].to_string(),
+            ]);
+        }
+    }
+    want.sort_by_key(|r| (r[0].parse::<i64>().unwrap(), r[1].parse::<i64>().unwrap()));
+    assert_eq!(got, want);
+    // and their sums are the operators' values
+    let sums = rows(
+        &ctx,
+        "SELECT t.node_id, sum(t.output_rows), max(o.output_rows) \
+         FROM qprof.operator_tasks t JOIN qprof.operators o USING (app_id, query_id, node_id) \
+         GROUP BY t.node_id ORDER BY 1",
+    )
+    .await;
+    assert_eq!(sums.len(), 3);
+    for row in &sums {
+        assert_eq!(row[1], row[2], "{row:?}");
+    }
 }

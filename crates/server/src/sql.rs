@@ -29,6 +29,8 @@ pub enum SqlStop {
     Rows(usize),
     /// It ran out of time, after this many milliseconds.
     Time(u64),
+    /// Its values reached the answer's size limit, in bytes (as text).
+    Bytes(usize),
 }
 
 /// A statement's answer: its columns and rows, as JSON values (numbers and booleans as
@@ -104,6 +106,7 @@ fn to_json(answer: &SqlAnswer) -> Value {
     let stopped = answer.stopped.map(|s| match s {
         SqlStop::Rows(n) => json!({ "limit": "rows", "rows": n }),
         SqlStop::Time(ms) => json!({ "limit": "time", "afterMs": ms }),
+        SqlStop::Bytes(n) => json!({ "limit": "bytes", "bytes": n }),
     });
     json!({
         "columns": answer.columns.iter().map(|c| json!({ "name": c.name, "type": c.data_type })).collect::<Vec<_>>(),

@@ -33,13 +33,18 @@ impl SqlRunner for Recorder {
             if sql.starts_with("FAIL") {
                 return Err(SqlError::Failed("the log went away".into()));
             }
+            let stopped = if sql.starts_with("BIG") {
+                SqlStop::Bytes(64)
+            } else {
+                SqlStop::Rows(2)
+            };
             Ok(SqlAnswer {
                 columns: vec![SqlColumn {
                     name: "n".into(),
                     data_type: "Int64".into(),
                 }],
                 rows: vec![vec![json!(sql.len())], vec![Value::Null]],
-                stopped: Some(SqlStop::Rows(2)),
+                stopped: Some(stopped),
                 elapsed_ms: 7,
             })
         })
@@ -178,4 +183,18 @@ async fn a_server_without_a_runner_has_no_sql() {
     )
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+}
+
+#[tokio::test]
+async fn an_answer_cut_at_its_size_says_so() {
+    let app = router_with_sql(empty_store(), Arc::new(Recorder::default()));
+    let (status, body) = send(
+        app,
+        Request::get("/qprof/v1/sql?q=BIG")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["stopped"], json!({"limit": "bytes", "bytes": 64}));
 }

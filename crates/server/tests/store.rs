@@ -52,6 +52,17 @@ async fn get(store: &Arc<LogStore>, uri: &str) -> (StatusCode, Value) {
     (status, json)
 }
 
+/// One replay's size, as the cache accounts it: application `id`'s of `dir`.
+async fn replay_bytes(dir: &Path, id: &str) -> u64 {
+    let probe = Arc::new(LogStore::open_with(dir, options(u64::MAX)).unwrap());
+    get(&probe, &format!("/api/v1/applications/{id}/jobs")).await;
+    let one = status(&probe).await["cache"]["residentBytes"]
+        .as_u64()
+        .unwrap();
+    assert!(one > 0);
+    one
+}
+
 async fn status(store: &Arc<LogStore>) -> Value {
     let (code, json) = get(store, "/qprof/v1/status").await;
     assert_eq!(code, StatusCode::OK);
@@ -158,13 +169,7 @@ async fn requests_read_the_index_and_an_unknown_id_rescans() {
 async fn replays_stay_within_their_budget_and_answer_as_a_fresh_server() {
     let dir = temp_dir("budget");
     let ids: Vec<String> = (1..=5).map(|n| copy_app(&dir, n)).collect();
-    // one replay's size, as the cache accounts it
-    let probe = Arc::new(LogStore::open_with(&dir, options(u64::MAX)).unwrap());
-    get(&probe, &format!("/api/v1/applications/{}/jobs", ids[0])).await;
-    let one = status(&probe).await["cache"]["residentBytes"]
-        .as_u64()
-        .unwrap();
-    assert!(one > 0);
+    let one = replay_bytes(&dir, &ids[0]).await;
     let store = Arc::new(LogStore::open_with(&dir, options(one * 5 / 2)).unwrap());
     for (round, id) in ids.iter().chain(ids.iter()).enumerate() {
         for path in ["jobs", "stages", "sql", "allexecutors"] {
@@ -188,6 +193,37 @@ async fn replays_stay_within_their_budget_and_answer_as_a_fresh_server() {
     // every application was loaded twice: evicted in between
     assert_eq!(cache["loads"], 10, "{cache}");
     assert_eq!(cache["evictions"], 8, "{cache}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn a_pass_over_every_application_pushes_out_no_page_s_replay() {
+    let dir = temp_dir("passing");
+    let ids: Vec<String> = (1..=5).map(|n| copy_app(&dir, n)).collect();
+    let one = replay_bytes(&dir, &ids[0]).await;
+    // room for two replays: a page's, and one more
+    let store = Arc::new(LogStore::open_with(&dir, options(one * 5 / 2)).unwrap());
+    get(&store, &format!("/api/v1/applications/{}/jobs", ids[0])).await;
+    let listed = store.list().unwrap();
+    for app in &listed {
+        let replay = store.replay_passing(app).unwrap();
+        assert_eq!(replay.state().info.id.as_deref(), Some(app.id()));
+    }
+    let cache = status(&store).await["cache"].clone();
+    assert_eq!(cache["evictions"], 0, "{cache}");
+    assert_eq!(
+        cache["resident"], 2,
+        "the page's and the one that fit: {cache}"
+    );
+    assert_eq!(cache["loads"], 5, "{cache}");
+    // the page's replay is still in memory: reading it again loads nothing
+    get(&store, &format!("/api/v1/applications/{}/jobs", ids[0])).await;
+    assert_eq!(status(&store).await["cache"]["loads"], 5);
+    // a second pass reads the one kept in memory and loads the other three again
+    for app in &listed {
+        store.replay_passing(app).unwrap();
+    }
+    assert_eq!(status(&store).await["cache"]["loads"], 8);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -119,6 +119,17 @@ impl Execution {
         out
     }
 
+    /// Each accumulator's values, task by task, as Spark's SQL listener aggregates them
+    /// (the latest attempt of each stage; a driver's value without a task), for every
+    /// accumulator with a value.
+    pub fn task_metric_values(&self, state: &AppState) -> HashMap<i64, Vec<TaskValue>> {
+        let mut out = HashMap::new();
+        self.for_each_aggregated(state, |id, _, values, _| {
+            out.insert(id, values.to_vec());
+        });
+        out
+    }
+
     /// Calls `f` with each accumulator's id, metric type, values as Spark's SQL listener
     /// aggregates them (see [`Execution::metric_strings`]) and the task that reached the
     /// maximum (none when the driver did), for every accumulator with a value.

@@ -3,14 +3,10 @@
 
 use std::sync::LazyLock;
 
-use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::error::Result;
 use qprof_server::store::ListedApp;
 
-use super::{AppSource, Table, attempt_id};
-use crate::columns::{Column, batch, boolean, int, schema_of, text, time};
-use crate::prune::Selection;
+use super::{RowSource, RowTable, attempt_id};
+use crate::columns::{Column, boolean, int, text, time};
 
 static COLUMNS: LazyLock<Vec<Column<ListedApp>>> = LazyLock::new(|| {
     vec![
@@ -47,34 +43,16 @@ static COLUMNS: LazyLock<Vec<Column<ListedApp>>> = LazyLock::new(|| {
 });
 
 /// `qprof.applications`.
-#[derive(Debug)]
-pub(crate) struct Applications;
+pub(crate) static TABLE: RowTable<ListedApp> = RowTable {
+    name: "applications",
+    about: "One row per application attempt, from the log directory's index: no log is read.",
+    needs_replay: false,
+    columns: &COLUMNS,
+    rows,
+};
 
-impl Table for Applications {
-    fn name(&self) -> &'static str {
-        "applications"
-    }
-
-    fn schema(&self) -> SchemaRef {
-        schema_of(&COLUMNS)
-    }
-
-    fn needs_replay(&self) -> bool {
-        false
-    }
-
-    fn batch(
-        &self,
-        app: AppSource<'_>,
-        _: &Selection,
-        projection: &[usize],
-        schema: &SchemaRef,
-    ) -> Result<RecordBatch> {
-        batch(
-            &COLUMNS,
-            std::slice::from_ref(app.listed),
-            projection,
-            schema,
-        )
-    }
+/// An application's rows.
+fn rows(source: &RowSource<'_>) -> Vec<ListedApp> {
+    let app = &source.app;
+    vec![app.listed.clone()]
 }

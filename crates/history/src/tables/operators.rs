@@ -5,15 +5,11 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, LazyLock};
 
-use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::error::Result;
 use qprof_core::catalog::{self, MetricDef, Unit};
 use qprof_eventlog::{AppState, Execution, NodeJson, rest};
 
-use super::{AppKey, AppSource, OfApp, Table, app_columns};
-use crate::columns::{Column, batch, int, int_map, schema_of, snake_case, text, time};
-use crate::prune::Selection;
+use super::{AppKey, RowSource, RowTable, app_columns};
+use crate::columns::{Column, int, int_map, snake_case, text, time};
 
 /// An operator's row.
 #[derive(Debug)]
@@ -33,20 +29,57 @@ pub(crate) struct OperatorRow {
     metrics: Vec<(String, i64)>,
 }
 
-impl OperatorRow {
+impl OperatorMetrics for OperatorRow {
+    fn metrics(&self) -> &[(String, i64)] {
+        &self.metrics
+    }
+}
+
+/// A row holding an operator's metrics: by catalog name, or by Spark's display name when
+/// the catalog has none of that display.
+pub(super) trait OperatorMetrics {
+    /// Its metrics and their values.
+    fn metrics(&self) -> &[(String, i64)];
+
+    /// The value of metric `name`, if it has one.
     fn metric(&self, name: &str) -> Option<i64> {
-        self.metrics
+        self.metrics()
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, v)| *v)
     }
 }
 
-impl OfApp for OperatorRow {
-    fn app(&self) -> &AppKey {
-        &self.app
+/// A column per catalog metric (but the per-function CPU), then `other_metrics` for the
+/// metrics without a column.
+pub(super) fn metric_value_columns<R: OperatorMetrics + 'static>() -> Vec<Column<R>> {
+    let mut columns = Vec::new();
+    for def in metric_columns() {
+        let name = def.name;
+        columns.push(
+            int(&snake_case(name), move |o: &R| o.metric(name))
+                .about(def.description, Some(def.unit.as_str()))
+                .of_catalog_metric(name),
+        );
     }
+    let named: HashSet<&'static str> = metric_columns().map(|d| d.name).collect();
+    columns.push(
+        int_map("other_metrics", move |o: &R, add| {
+            for (name, value) in o.metrics() {
+                if !named.contains(name.as_str()) {
+                    add(name, *value);
+                }
+            }
+        })
+        .about(
+            "Its metrics without a column of their own (DataFusion's native ones, join phases, Spark's own), by name.",
+            None,
+        ),
+    );
+    columns
 }
+
+of_app!(OperatorRow);
 
 /// The catalog's metrics that are columns: every one but the numbered per-function CPU
 /// (a function's, not an operator's).
@@ -69,7 +102,7 @@ static BY_SPARK_NAME: LazyLock<HashMap<&'static str, &'static MetricDef>> = Lazy
 /// name in the catalog's unit when it is the catalog's metric (Spark's `timing` metrics
 /// count milliseconds, the catalog's nanoseconds), else under Spark's own name; an
 /// `average` metric's sum is no total, so it keeps Spark's name.
-fn spark_metric(display: &str, metric_type: Option<&str>, total: i64) -> (String, i64) {
+pub(super) fn spark_metric(display: &str, metric_type: Option<&str>, total: i64) -> (String, i64) {
     match (BY_SPARK_NAME.get(display), metric_type) {
         (Some(_), Some("average")) | (None, _) => (display.to_string(), total),
         (Some(def), Some("timing")) if def.unit == Unit::Nanoseconds => {
@@ -109,59 +142,31 @@ static COLUMNS: LazyLock<Vec<Column<OperatorRow>>> = LazyLock::new(|| {
             None,
         ),
     ]);
-    for def in metric_columns() {
-        let name = def.name;
-        columns.push(
-            int(&snake_case(name), move |o: &OperatorRow| o.metric(name))
-                .about(def.description, Some(def.unit.as_str())),
-        );
-    }
-    let named: HashSet<&'static str> = metric_columns().map(|d| d.name).collect();
-    columns.push(
-        int_map("other_metrics", move |o: &OperatorRow, add| {
-            for (name, value) in &o.metrics {
-                if !named.contains(name.as_str()) {
-                    add(name, *value);
-                }
-            }
-        })
-        .about(
-            "Its metrics without a column of their own (DataFusion's native ones, join phases, Spark's own), by name.",
-            None,
-        ),
-    );
+    columns.extend(metric_value_columns());
     columns
 });
 
 /// `qprof.operators`.
-#[derive(Debug)]
-pub(crate) struct Operators;
+pub(crate) static TABLE: RowTable<OperatorRow> = RowTable {
+    name: "operators",
+    about: "One row per operator of a query's plan: qprof's profile, or Spark's plan and its metrics' totals.",
+    needs_replay: true,
+    columns: &COLUMNS,
+    rows,
+};
 
-impl Table for Operators {
-    fn name(&self) -> &'static str {
-        "operators"
-    }
-
-    fn schema(&self) -> SchemaRef {
-        schema_of(&COLUMNS)
-    }
-
-    fn batch(
-        &self,
-        app: AppSource<'_>,
-        selection: &Selection,
-        projection: &[usize],
-        schema: &SchemaRef,
-    ) -> Result<RecordBatch> {
-        let key = AppKey::of(app.listed);
-        let mut rows = Vec::new();
-        if let Some(replay) = app.replay {
-            for execution in app.executions(selection) {
-                operators_of(replay.state(), execution, &key, &mut rows);
-            }
+/// An application's rows.
+fn rows(source: &RowSource<'_>) -> Vec<OperatorRow> {
+    let app = &source.app;
+    let selection = source.selection;
+    let key = Arc::clone(&source.key);
+    let mut rows = Vec::new();
+    if let Some(replay) = app.replay {
+        for execution in app.executions(selection) {
+            operators_of(replay.state(), execution, &key, &mut rows);
         }
-        batch(&COLUMNS, &rows, projection, schema)
     }
+    rows
 }
 
 /// The rows of `execution`'s operators: its profile's, or its Spark plan's.
@@ -252,17 +257,6 @@ fn spark_plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn column_names_are_unique() {
-        let schema = Operators.schema();
-        let mut seen = HashSet::new();
-        for field in schema.fields() {
-            assert!(seen.insert(field.name().clone()), "{} twice", field.name());
-        }
-        assert!(schema.field_with_name("self_cpu_nanos").is_ok());
-        assert!(schema.field_with_name("output_rows").is_ok());
-    }
 
     #[test]
     fn spark_metrics_take_the_catalogs_name_and_unit() {

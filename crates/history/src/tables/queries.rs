@@ -3,14 +3,10 @@
 
 use std::sync::{Arc, LazyLock};
 
-use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::error::Result;
 use qprof_eventlog::Execution;
 
-use super::{AppKey, AppSource, OfApp, Table, app_columns};
-use crate::columns::{Column, batch, int, projection_needs_profile, schema_of, text, time};
-use crate::prune::Selection;
+use super::{AppKey, RowSource, RowTable, app_columns};
+use crate::columns::{Column, int, saturating, text, time};
 
 /// A query's row.
 #[derive(Debug)]
@@ -39,15 +35,7 @@ struct ProfileFacts {
     pool_limit_bytes: Option<i64>,
 }
 
-impl OfApp for QueryRow {
-    fn app(&self) -> &AppKey {
-        &self.app
-    }
-}
-
-fn saturating(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
+of_app!(QueryRow);
 
 static COLUMNS: LazyLock<Vec<Column<QueryRow>>> = LazyLock::new(|| {
     let mut columns = app_columns();
@@ -116,44 +104,34 @@ static COLUMNS: LazyLock<Vec<Column<QueryRow>>> = LazyLock::new(|| {
 });
 
 /// `qprof.queries`.
-#[derive(Debug)]
-pub(crate) struct Queries;
+pub(crate) static TABLE: RowTable<QueryRow> = RowTable {
+    name: "queries",
+    about: "One row per SQL execution (query): Spark's SQL events, with qprof's profile's facts where the log carries one.",
+    needs_replay: true,
+    columns: &COLUMNS,
+    rows,
+};
 
-impl Table for Queries {
-    fn name(&self) -> &'static str {
-        "queries"
-    }
-
-    fn schema(&self) -> SchemaRef {
-        schema_of(&COLUMNS)
-    }
-
-    fn batch(
-        &self,
-        app: AppSource<'_>,
-        selection: &Selection,
-        projection: &[usize],
-        schema: &SchemaRef,
-    ) -> Result<RecordBatch> {
-        let key = AppKey::of(app.listed);
-        let with_profile = projection_needs_profile(&COLUMNS, projection);
-        let rows: Vec<QueryRow> = app
-            .executions(selection)
-            .map(|e| QueryRow {
-                app: Arc::clone(&key),
-                id: e.id,
-                description: e.description.clone(),
-                status: e.status(),
-                submission_time: e.submission_time,
-                completion_time: e.completion_time,
-                error: e.error_message.clone().filter(|m| !m.is_empty()),
-                spark_query_id: e.query_id.clone(),
-                jobs: e.job_ids.len() as i64,
-                profile: with_profile.then(|| facts(e)).flatten(),
-            })
-            .collect();
-        batch(&COLUMNS, &rows, projection, schema)
-    }
+/// An application's rows.
+fn rows(source: &RowSource<'_>) -> Vec<QueryRow> {
+    let app = &source.app;
+    let selection = source.selection;
+    let key = Arc::clone(&source.key);
+    let with_profile = source.with_profile;
+    app.executions(selection)
+        .map(|e| QueryRow {
+            app: Arc::clone(&key),
+            id: e.id,
+            description: e.description.clone(),
+            status: e.status(),
+            submission_time: e.submission_time,
+            completion_time: e.completion_time,
+            error: e.error_message.clone().filter(|m| !m.is_empty()),
+            spark_query_id: e.query_id.clone(),
+            jobs: e.job_ids.len() as i64,
+            profile: with_profile.then(|| facts(e)).flatten(),
+        })
+        .collect()
 }
 
 /// The profile's facts of `execution`, if its log carries a profile this qprof reads.

@@ -156,20 +156,7 @@ impl ReplayCache {
                     Arc::make_mut(&mut replay).refresh()?;
                     replay
                 }
-                _ => match self.disk.as_ref().and_then(|d| d.load(app)) {
-                    Some(saved) => Arc::new(saved),
-                    None => {
-                        if let Some(hook) = &self.before_load {
-                            hook(name);
-                        }
-                        self.loads.fetch_add(1, Ordering::Relaxed);
-                        let replay = Replay::load(app.source.clone())?;
-                        if let Some(disk) = &self.disk {
-                            disk.save(app, &replay);
-                        }
-                        Arc::new(replay)
-                    }
-                },
+                _ => Arc::new(self.saved_or_loaded(app)?),
             }
         };
         let bytes = replay.resident_bytes();
@@ -181,6 +168,55 @@ impl ReplayCache {
         let freed: u64 = evicted.iter().map(|(_, b)| *b).sum();
         drop(evicted);
         self.release_freed(freed);
+        Ok(replay)
+    }
+
+    /// The replay of `app` for a pass over many applications: the one in memory if it is
+    /// fresh, else read from the saved replays or the log and kept in memory only if it
+    /// fits in what the budget has left (a pass never pushes out what the pages read); a
+    /// running application's takes the usual way, which reads only what its log appended.
+    pub(crate) fn get_passing(&self, app: &ListedApp) -> Result<Arc<Replay>, EventLogError> {
+        if app.source.in_progress {
+            return self.get(app);
+        }
+        if let Some(entry) = self.lock().by_name.get(&app.source.name)
+            && let Some(replay) = fresh(entry, app.fingerprint, false)
+        {
+            return Ok(replay);
+        }
+        let replay = {
+            let _permit = self.permits.acquire();
+            Arc::new(self.saved_or_loaded(app)?)
+        };
+        let bytes = replay.resident_bytes();
+        let mut entries = self.lock();
+        if entries.resident_bytes + bytes <= self.budget {
+            let evicted = self.insert(
+                &mut entries,
+                &app.source.name,
+                app,
+                &replay,
+                app.fingerprint,
+                bytes,
+            );
+            debug_assert!(evicted.is_empty(), "it fit in the budget");
+        }
+        Ok(replay)
+    }
+
+    /// `app`'s saved replay, or its log replayed from the start (and saved).
+    fn saved_or_loaded(&self, app: &ListedApp) -> Result<Replay, EventLogError> {
+        if let Some(saved) = self.disk.as_ref().and_then(|d| d.load(app)) {
+            return Ok(saved);
+        }
+        if let Some(hook) = &self.before_load {
+            hook(&app.source.name);
+        }
+        self.loads.fetch_add(1, Ordering::Relaxed);
+        let replay = Replay::load(app.source.clone())?;
+        if let Some(disk) = &self.disk {
+            disk.save(app, &replay);
+        }
         Ok(replay)
     }
 

@@ -324,6 +324,14 @@ impl LogStore {
         Ok(self.with_running(logged))
     }
 
+    /// The replayed state of one attempt for a pass over many (a SQL scan of the
+    /// history): a replay in memory is used, one read for the pass is not kept there, so
+    /// that the pass does not push out the replays the pages use.
+    pub fn replay_passing(&self, app: &ListedApp) -> Result<Arc<Replay>, EventLogError> {
+        let logged = self.cache.get_passing(app)?;
+        Ok(self.with_running(logged))
+    }
+
     /// What the store holds, skipped and did.
     pub fn status(&self) -> StoreStatus {
         let index = self.index();

@@ -48,6 +48,7 @@
     const s = answer.stopped;
     if (!s) return null;
     const why = s.limit === 'rows' ? `the first ${fmtInt(s.rows)} rows (the server's row limit)`
+      : s.limit === 'bytes' ? `the rows within ${fmtInt(s.bytes)} bytes (the server's answer size limit)`
       : `the rows of the first ${fmtInt(s.afterMs)} ms (the server's time limit)`;
     return h('p', { id: 'sql-stopped', class: 'warning-line' }, `Stopped: showing ${why}.`);
   }
