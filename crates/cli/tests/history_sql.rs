@@ -92,6 +92,86 @@ fn sql_history_sums_the_logged_profiles_self_cpu_by_operator() {
     assert!(sums.windows(2).all(|w| w[0] >= w[1]), "{sums:?}");
 }
 
+/// The rows `qprof sql --history <events> <sql>` printed, its header's first.
+fn history_rows(events: &Path, own: &Path, sql: &str) -> Vec<Vec<String>> {
+    let out = qprof()
+        .args(["sql", "--history"])
+        .arg(events)
+        .arg("--event-log-dir")
+        .arg(own)
+        .args(["--top", "0", sql])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    printed_rows(&stdout)
+}
+
+#[test]
+fn sql_history_stages_are_the_rest_apis_and_operator_tasks_add_up() {
+    let dir = temp_dir("sql-history-stages");
+    let events = tpch_event_log(&dir, Some("3"));
+    let source = qprof_eventlog::discover(&events).unwrap().remove(0);
+    let replay = Replay::load(source).unwrap();
+    let rest = qprof_eventlog::rest::stages(replay.state(), &[], &Default::default()).unwrap();
+    let fields = [
+        ("stageId", "stage_id"),
+        ("status", "status"),
+        ("numTasks", "num_tasks"),
+        ("numCompleteTasks", "completed_tasks"),
+        ("executorRunTime", "executor_run_time"),
+        ("executorCpuTime", "executor_cpu_time"),
+        ("peakExecutionMemory", "peak_execution_memory"),
+        ("inputRecords", "input_records"),
+        ("shuffleWriteBytes", "shuffle_write_bytes"),
+        ("diskBytesSpilled", "disk_bytes_spilled"),
+    ];
+    let columns: Vec<&str> = fields.iter().map(|(_, c)| *c).collect();
+    let rows = history_rows(
+        &events,
+        &dir.join("own"),
+        &format!(
+            "SELECT {} FROM qprof.stages ORDER BY stage_id",
+            columns.join(", ")
+        ),
+    );
+    assert_eq!(rows[0], columns);
+    let mut want: Vec<Vec<String>> = rest
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|stage| {
+            fields
+                .iter()
+                .map(|(field, _)| match &stage[*field] {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect()
+        })
+        .collect();
+    want.sort_by_key(|r| r[0].parse::<i64>().unwrap());
+    assert!(want.len() >= 2, "{want:?}");
+    assert_eq!(&rows[1..], &want[..]);
+
+    // each operator's output rows are its tasks' summed
+    let sums = history_rows(
+        &events,
+        &dir.join("own"),
+        "SELECT o.node_id, o.output_rows, sum(t.output_rows) AS tasks_rows \
+         FROM qprof.operators o JOIN qprof.operator_tasks t USING (app_id, query_id, node_id) \
+         WHERE o.output_rows IS NOT NULL GROUP BY o.node_id, o.output_rows ORDER BY 1",
+    );
+    assert!(sums.len() > 5, "{sums:?}");
+    for row in &sums[1..] {
+        assert_eq!(row[1], row[2], "node {}", row[0]);
+    }
+}
+
 #[test]
 fn sql_history_over_a_missing_directory_is_a_one_line_error() {
     let dir = temp_dir("sql-history-missing");
