@@ -57,21 +57,7 @@ fn sql_history_sums_the_logged_profiles_self_cpu_by_operator() {
     copy_oracle_app(&events, ORACLE_APP);
     let want = self_cpu_by_name(&events);
     assert!(want.contains_key("HashJoinExec"), "{want:?}");
-    let out = qprof()
-        .args(["sql", "--history"])
-        .arg(&events)
-        .arg("--event-log-dir")
-        .arg(dir.join("own"))
-        .args(["--top", "0", BY_NAME])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows = printed_rows(&stdout);
+    let rows = history_rows(&events, &dir.join("own"), BY_NAME);
     assert_eq!(rows[0], ["name", "sum(qprof.operators.self_cpu_nanos)"]);
     let mut got = BTreeMap::new();
     for row in &rows[1..] {
@@ -82,7 +68,7 @@ fn sql_history_sums_the_logged_profiles_self_cpu_by_operator() {
     }
     assert_eq!(got, want);
     // Spark's plan is there too, by its own operators' names
-    assert!(rows.iter().any(|r| r[0] == "Range"), "{stdout}");
+    assert!(rows.iter().any(|r| r[0] == "Range"), "{rows:?}");
     // sorted by the sum, largest first
     let sums: Vec<i64> = rows[1..]
         .iter()
