@@ -3,6 +3,7 @@
 //! only when the scan gets to it.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
@@ -157,6 +158,15 @@ impl ScanShare {
     }
 }
 
+/// Sets its flag when dropped.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
 /// One partition of a scan: a share of the applications, read one after the other as
 /// the scan pulls (a scan stopped early, by a limit, reads no more of them).
 #[derive(Debug)]
@@ -172,12 +182,22 @@ impl PartitionStream for AppsPartition {
 
     fn execute(&self, _: Arc<TaskContext>) -> SendableRecordBatchStream {
         let (scan, apps) = (Arc::clone(&self.scan), Arc::clone(&self.apps));
+        // set when the stream is dropped (the statement ended or was stopped): a read
+        // already handed to a blocking thread, which cannot be taken back, then reads
+        // nothing if it has not started
+        let stopped = StopOnDrop(Arc::new(AtomicBool::new(false)));
         let batches = futures::stream::iter(0..apps.len()).then(move |i| {
             let (scan, apps) = (Arc::clone(&scan), Arc::clone(&apps));
+            let stopped = Arc::clone(&stopped.0);
             async move {
-                tokio::task::spawn_blocking(move || scan.read(&apps[i]))
-                    .await
-                    .map_err(|e| DataFusionError::External(Box::new(e)))?
+                tokio::task::spawn_blocking(move || {
+                    if stopped.load(Ordering::SeqCst) {
+                        return Err(DataFusionError::Execution("the scan was stopped".into()));
+                    }
+                    scan.read(&apps[i])
+                })
+                .await
+                .map_err(|e| DataFusionError::External(Box::new(e)))?
             }
         });
         Box::pin(RecordBatchStreamAdapter::new(

@@ -116,9 +116,9 @@ impl SqlService {
             elapsed_ms: started.elapsed().as_millis() as u64,
         };
         // waiting for a turn counts against the statement's time
-        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let waiting = Waiting::count(&self.waiting);
         let turn = tokio::time::timeout_at(deadline, self.turns.acquire()).await;
-        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        drop(waiting);
         let Ok(turn) = turn else {
             return Ok(stopped());
         };
@@ -134,6 +134,23 @@ impl SqlRunner for SqlService {
     ) -> Pin<Box<dyn Future<Output = Result<SqlAnswer, SqlError>> + Send>> {
         let this = self.clone();
         Box::pin(async move { this.answer(&sql).await })
+    }
+}
+
+/// One statement counted as waiting for its turn while this lives (a statement dropped
+/// while it waits is uncounted too).
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn count(waiting: &'a AtomicUsize) -> Waiting<'a> {
+        waiting.fetch_add(1, Ordering::SeqCst);
+        Waiting(waiting)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

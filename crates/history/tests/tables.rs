@@ -74,13 +74,18 @@ async fn operators_are_the_logged_profiles_nodes() {
 #[tokio::test]
 async fn queries_carry_the_logged_sql_and_rows() {
     let dir = temp_dir("queries");
-    let profiles = [profile(1), profile(2)];
+    let mut bounded = profile(2);
+    bounded.memory_pool = Some(qprof_core::profile::MemoryPoolUsage {
+        limit_bytes: Some(1 << 30),
+        peak_bytes: 123_456,
+    });
+    let profiles = [profile(1), bounded];
     let app = write_profiled_app(&dir, 1_700_000_000_000, &profiles);
     let ctx = session(counting_store(&dir, StoreOptions::default()).0);
     let got = rows(
         &ctx,
-        "SELECT app_id, query_id, status, sql, rows, duration_nanos, operators \
-         FROM qprof.queries ORDER BY query_id",
+        "SELECT app_id, query_id, status, sql, rows, duration_nanos, operators, findings, \
+         memory_pool_peak_bytes, memory_pool_limit_bytes FROM qprof.queries ORDER BY query_id",
     )
     .await;
     let want: Vec<Vec<String>> = profiles
@@ -95,6 +100,12 @@ async fn queries_carry_the_logged_sql_and_rows() {
                 p.rows.to_string(),
                 p.duration_nanos.to_string(),
                 p.plan.iter().count().to_string(),
+                qprof_core::advice::advise(p).len().to_string(),
+                p.memory_pool
+                    .map_or("null".into(), |m| m.peak_bytes.to_string()),
+                p.memory_pool
+                    .and_then(|m| m.limit_bytes)
+                    .map_or("null".into(), |l| l.to_string()),
             ]
         })
         .collect();
@@ -349,7 +360,12 @@ async fn operator_tasks_add_up_to_their_operators() {
     let mut second = stage.tasks[0].clone();
     second.task_id = 1;
     second.partition = 1;
-    stage.tasks.push(second);
+    // and a third task that reported none of their metrics: Spark's aggregation counts it
+    // as zeros, which are no task's own values
+    let mut third = second.clone();
+    third.task_id = 2;
+    third.partition = 2;
+    stage.tasks.extend([second, third]);
     let profiles = [two_tasks];
     write_profiled_app(&dir, 1_700_000_000_000, &profiles);
     let ctx = session(counting_store(&dir, StoreOptions::default()).0);

@@ -143,7 +143,7 @@ fn operators_with_many_samples_each_agree_with_their_self_cpu_within_a_fifth() {
     let json_path = dir.join("p.json");
     let out = qprof(&[
         "sql",
-        "SELECT sum(value % 7) AS s, count(*) AS n FROM generate_series(1, 600000000)",
+        "SELECT sum(value % 7) AS s, count(*) AS n FROM generate_series(1, 1200000000)",
         "--sample-stacks",
         "250",
         // one partition: no task splits its time between a spawned producer and its input,

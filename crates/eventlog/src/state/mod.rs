@@ -24,7 +24,7 @@ pub use app::AppInfo;
 pub use app::Executor;
 pub use jobs::Job;
 pub use plan::{PlanMetric, PlanNode};
-pub use sql::Execution;
+pub use sql::{Execution, ProfileSummary};
 pub use stages::{Stage, StageStatus, Task, TaskMetrics, TaskStatus};
 
 /// Peak values of Spark's 23 executor metrics, in [`EXECUTOR_METRIC_NAMES`] order.

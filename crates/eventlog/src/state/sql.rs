@@ -63,8 +63,7 @@ impl Execution {
     /// qprof's profile of the query, when the log carries one: the profile, or why it
     /// cannot be read (e.g. written by a newer qprof).
     pub fn qprof_profile(&self) -> Option<Result<QueryJson, String>> {
-        let (version, json) = self.qprof_profile_json.as_ref()?;
-        let mut profile = match read_profile(version.as_ref(), json) {
+        let mut profile = match self.qprof_profile_without_stacks()? {
             Ok(profile) => profile,
             Err(why) => return Some(Err(why)),
         };
@@ -75,6 +74,21 @@ impl Execution {
             }
         }
         Some(Ok(profile))
+    }
+
+    /// qprof's profile of the query without its sampled stacks (which the log keeps in an
+    /// event of their own, not read here): for what does not show them.
+    pub fn qprof_profile_without_stacks(&self) -> Option<Result<QueryJson, String>> {
+        let (version, json) = self.qprof_profile_json.as_ref()?;
+        Some(read_profile(version.as_ref(), json))
+    }
+
+    /// The headline facts of qprof's profile of the query, when the log carries one: read
+    /// without building the rest of the profile (its operators' metrics are skipped, its
+    /// sampled stacks not read), for what needs only these over many queries.
+    pub fn qprof_profile_summary(&self) -> Option<Result<ProfileSummary, String>> {
+        let (version, json) = self.qprof_profile_json.as_ref()?;
+        Some(read_profile(version.as_ref(), json))
     }
 
     /// Its status as Spark's SQL API names it: `RUNNING`, `FAILED` (it ended with an
@@ -120,12 +134,21 @@ impl Execution {
     }
 
     /// Each accumulator's values, task by task, as Spark's SQL listener aggregates them
-    /// (the latest attempt of each stage; a driver's value without a task), for every
-    /// accumulator with a value.
+    /// (the latest attempt of each stage, a partition's reports up to its first success;
+    /// a driver's value without a task), for every accumulator with a value: one value
+    /// per task that reported.
     pub fn task_metric_values(&self, state: &AppState) -> HashMap<i64, Vec<TaskValue>> {
         let mut out = HashMap::new();
         self.for_each_aggregated(state, |id, _, values, _| {
-            out.insert(id, values.to_vec());
+            // Spark's aggregation counts the tasks that never reported as zeros named after
+            // the first task that did: those are no task's own values
+            let mut seen = HashSet::new();
+            let own = values
+                .iter()
+                .filter(|v| v.task.is_none_or(|t| seen.insert(t.task_id)))
+                .copied()
+                .collect();
+            out.insert(id, own);
         });
         out
     }
@@ -250,9 +273,57 @@ fn declare_metrics(plan: &PlanNode, into: &mut HashMap<i64, Arc<str>>) {
     }
 }
 
-/// The profile of a qprof extension event, or why it cannot be read. Logs written before
-/// the format had a version are version 1.
-fn read_profile(version: Option<&Value>, json: &str) -> Result<QueryJson, String> {
+/// The headline facts of a query's profile ([`Execution::qprof_profile_summary`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileSummary {
+    /// The query's SQL.
+    pub sql: String,
+    /// The rows it returned.
+    pub rows: u64,
+    /// Its execution's wall time, ns.
+    pub duration_nanos: u64,
+    /// Its plan's shape: how many operators it has.
+    plan: PlanShape,
+    /// The advisor's findings, counted.
+    #[serde(default)]
+    findings: Vec<serde::de::IgnoredAny>,
+    /// The memory pool's limit and peak, when it had one.
+    #[serde(default)]
+    pub memory_pool: Option<crate::profile_json::MemoryPoolJson>,
+}
+
+impl ProfileSummary {
+    /// The operators of its plan.
+    pub fn operators(&self) -> usize {
+        self.plan.count()
+    }
+
+    /// The advisor's findings about it.
+    pub fn findings(&self) -> usize {
+        self.findings.len()
+    }
+}
+
+/// An operator and its inputs, nothing else of them read.
+#[derive(Debug, Clone, Deserialize)]
+struct PlanShape {
+    #[serde(default)]
+    children: Vec<PlanShape>,
+}
+
+impl PlanShape {
+    fn count(&self) -> usize {
+        1 + self.children.iter().map(PlanShape::count).sum::<usize>()
+    }
+}
+
+/// The profile of a qprof extension event (or a part of it), or why it cannot be read.
+/// Logs written before the format had a version are version 1.
+fn read_profile<T: serde::de::DeserializeOwned>(
+    version: Option<&Value>,
+    json: &str,
+) -> Result<T, String> {
     let version = match version {
         None => 1,
         Some(v) => v

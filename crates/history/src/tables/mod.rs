@@ -66,19 +66,21 @@ impl<'a> AppSource<'a> {
     }
 
     /// The application's stage attempts that `selection` keeps, each with its query:
-    /// the SQL execution of the job that declared it (none outside SQL).
+    /// the SQL execution of the first job that declared it (none outside SQL).
     pub(crate) fn stages(
         &self,
         selection: &'a Selection,
     ) -> impl Iterator<Item = (Option<i64>, &'a Stage)> + 'a {
         let state = self.state();
-        let queries: HashMap<i64, i64> = state
-            .map(|state| state.jobs.values())
-            .into_iter()
-            .flatten()
-            .filter_map(|job| Some((job.execution_id?, &job.stage_ids)))
-            .flat_map(|(query, stages)| stages.iter().map(move |&s| (s, query)))
-            .collect();
+        // a stage reused by a later job (skipped there) belongs to the first job's query
+        let mut queries: HashMap<i64, i64> = HashMap::new();
+        for job in state.map(|state| state.jobs.values()).into_iter().flatten() {
+            if let Some(query) = job.execution_id {
+                for &stage in &job.stage_ids {
+                    queries.entry(stage).or_insert(query);
+                }
+            }
+        }
         state
             .map(|state| state.stages.values())
             .into_iter()
@@ -93,7 +95,7 @@ impl<'a> AppSource<'a> {
         selection: &'a Selection,
     ) -> impl Iterator<Item = (&'a Execution, QueryJson)> + 'a {
         self.executions(selection)
-            .filter_map(|e| Some((e, e.qprof_profile()?.ok()?)))
+            .filter_map(|e| Some((e, e.qprof_profile_without_stacks()?.ok()?)))
     }
 
     /// The application's queries that `selection` keeps (none without a replay).

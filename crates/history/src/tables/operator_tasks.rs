@@ -95,7 +95,7 @@ fn rows(source: &RowSource<'_>) -> Vec<OperatorTaskRow> {
     let mut rows = Vec::new();
     if let Some(state) = app.state() {
         for execution in app.executions(selection) {
-            let found = match execution.qprof_profile() {
+            let found = match execution.qprof_profile_without_stacks() {
                 Some(Ok(profile)) => profiled(&profile),
                 Some(Err(_)) | None => spark_plan(execution),
             };

@@ -176,7 +176,7 @@ fn operators_of(
     key: &Arc<AppKey>,
     rows: &mut Vec<OperatorRow>,
 ) {
-    match execution.qprof_profile() {
+    match execution.qprof_profile_without_stacks() {
         Some(Ok(profile)) => {
             profiled(&profile.plan, None, execution, key, rows);
         }

@@ -134,23 +134,20 @@ fn rows(source: &RowSource<'_>) -> Vec<QueryRow> {
         .collect()
 }
 
-/// The profile's facts of `execution`, if its log carries a profile this qprof reads.
+/// The profile's facts of `execution`, if its log carries a profile this qprof reads
+/// (its summary: the operators' metrics are not built).
 fn facts(execution: &Execution) -> Option<ProfileFacts> {
-    let profile = execution.qprof_profile()?.ok()?;
+    let summary = execution.qprof_profile_summary()?.ok()?;
     Some(ProfileFacts {
-        rows: saturating(profile.rows),
-        duration_nanos: saturating(profile.duration_nanos),
-        operators: profile.plan.iter().count() as i64,
-        findings: profile.findings.len() as i64,
-        pool_peak_bytes: profile
+        rows: saturating(summary.rows),
+        duration_nanos: saturating(summary.duration_nanos),
+        operators: summary.operators() as i64,
+        findings: summary.findings() as i64,
+        pool_peak_bytes: summary.memory_pool.map(|p| saturating(p.peak_bytes)),
+        pool_limit_bytes: summary
             .memory_pool
-            .as_ref()
-            .map(|p| saturating(p.peak_bytes)),
-        pool_limit_bytes: profile
-            .memory_pool
-            .as_ref()
             .and_then(|p| p.limit_bytes)
             .map(saturating),
-        sql: profile.sql,
+        sql: summary.sql,
     })
 }

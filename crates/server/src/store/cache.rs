@@ -179,7 +179,18 @@ impl ReplayCache {
         if app.source.in_progress {
             return self.get(app);
         }
-        if let Some(entry) = self.lock().by_name.get(&app.source.name)
+        let name = &app.source.name;
+        let load_lock = {
+            let mut entries = self.lock();
+            let entry = entries.by_name.entry(name.clone()).or_default();
+            if let Some(replay) = fresh(entry, app.fingerprint, false) {
+                return Ok(replay);
+            }
+            Arc::clone(&entry.load)
+        };
+        // one load per application at a time, a page's and a pass's alike
+        let _loading = load_lock.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = self.lock().by_name.get(name)
             && let Some(replay) = fresh(entry, app.fingerprint, false)
         {
             return Ok(replay);
@@ -191,14 +202,7 @@ impl ReplayCache {
         let bytes = replay.resident_bytes();
         let mut entries = self.lock();
         if entries.resident_bytes + bytes <= self.budget {
-            let evicted = self.insert(
-                &mut entries,
-                &app.source.name,
-                app,
-                &replay,
-                app.fingerprint,
-                bytes,
-            );
+            let evicted = self.insert(&mut entries, name, app, &replay, app.fingerprint, bytes);
             debug_assert!(evicted.is_empty(), "it fit in the budget");
         }
         Ok(replay)
