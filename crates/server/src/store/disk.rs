@@ -41,8 +41,11 @@ pub struct DiskStats {
 pub(crate) struct DiskStore {
     dir: PathBuf,
     budget: u64,
-    /// Held while saving and trimming to the budget.
-    writing: Mutex<()>,
+    /// Held while saving and trimming to the budget: the saved replays' bytes as last
+    /// counted, kept up to date by saves (never below what they are: deletions elsewhere
+    /// only lower it), so that a save lists the directory only when it may be over the
+    /// budget; counted from the directory when first needed.
+    writing: Mutex<Option<u64>>,
     hits: AtomicU64,
     writes: AtomicU64,
     discards: AtomicU64,
@@ -78,7 +81,7 @@ impl DiskStore {
         Ok(DiskStore {
             dir: dir.to_path_buf(),
             budget,
-            writing: Mutex::new(()),
+            writing: Mutex::new(None),
             hits: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             discards: AtomicU64::new(0),
@@ -130,8 +133,9 @@ impl DiskStore {
         if bytes.len() as u64 > self.budget {
             return;
         }
-        let _writing = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        let mut counted = self.writing.lock().unwrap_or_else(|e| e.into_inner());
         let path = self.path(&app.source.name);
+        let replaced = std::fs::metadata(&path).map_or(0, |m| m.len());
         let partial = path.with_extension(format!("{EXTENSION}.partial"));
         let written =
             std::fs::write(&partial, &bytes).and_then(|()| std::fs::rename(&partial, &path));
@@ -141,6 +145,14 @@ impl DiskStore {
             return;
         }
         self.writes.fetch_add(1, Ordering::Relaxed);
+        let total = match *counted {
+            Some(total) => total.saturating_sub(replaced) + bytes.len() as u64,
+            None => saved(&self.dir).iter().map(|(_, size, _)| size).sum(),
+        };
+        *counted = Some(total);
+        if total <= self.budget {
+            return;
+        }
         let files = saved(&self.dir);
         let mut total: u64 = files.iter().map(|(_, size, _)| size).sum();
         for (old, size, _) in files {
@@ -151,6 +163,7 @@ impl DiskStore {
                 total -= size;
             }
         }
+        *counted = Some(total);
     }
 
     /// Forgets the saved replay of log `name` (its log was deleted).
