@@ -5,7 +5,7 @@ use std::sync::{Arc, LazyLock};
 
 use qprof_eventlog::{StageStatus, TaskStatus};
 
-use super::task_metrics::{TASK_METRICS, TaskMetricValues, task_metric_columns, values_of};
+use super::task_metrics::{TASK_METRICS, TaskMetricValues, add_values, task_metric_columns};
 use super::{AppKey, RowSource, RowTable, app_columns};
 use crate::columns::{Column, int, text, time};
 
@@ -101,9 +101,7 @@ fn rows(source: &RowSource<'_>) -> Vec<StageRow> {
                 continue;
             }
             if let Some(metrics) = &task.metrics {
-                for (sum, value) in sums.iter_mut().zip(values_of(metrics)) {
-                    *sum = sum.saturating_add(value);
-                }
+                add_values(&mut sums, metrics);
             }
         }
         let skipped = stage.status == StageStatus::Skipped;

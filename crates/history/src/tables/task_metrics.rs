@@ -154,6 +154,13 @@ pub(crate) fn values_of(metrics: &TaskMetrics) -> Vec<i64> {
     TASK_METRICS.iter().map(|d| (d.value)(metrics)).collect()
 }
 
+/// Adds a task's metric values to `sums`, in [`TASK_METRICS`]' order.
+pub(crate) fn add_values(sums: &mut [i64], metrics: &TaskMetrics) {
+    for (sum, d) in sums.iter_mut().zip(TASK_METRICS) {
+        *sum = sum.saturating_add((d.value)(metrics));
+    }
+}
+
 /// A row with task metric values in [`TASK_METRICS`]' order (none for a task that has
 /// not ended).
 pub(crate) trait TaskMetricValues {

@@ -78,6 +78,15 @@ pub struct CacheStats {
 /// Called with an application log's name before it is replayed from the start.
 pub(crate) type LoadHook = Arc<dyn Fn(&str) + Send + Sync>;
 
+/// Whether a replay just read is kept in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// Always, evicting the least recently used beyond the budget (a page's).
+    Always,
+    /// Only if it fits in what the budget has left (a pass over many applications').
+    IfRoom,
+}
+
 /// Replays by application log, within a byte budget.
 pub(crate) struct ReplayCache {
     budget: u64,
@@ -118,22 +127,38 @@ impl ReplayCache {
     /// change (a completed application's are taken from the index, a running one's are
     /// looked at), refreshed with what was appended, or loaded.
     pub(crate) fn get(&self, app: &ListedApp) -> Result<Arc<Replay>, EventLogError> {
+        self.fetch(app, Keep::Always)
+    }
+
+    /// The replay of `app` for a pass over many applications: as [`ReplayCache::get`],
+    /// but one read for the pass is kept in memory only if it fits in what the budget has
+    /// left (a pass never pushes out what the pages read, nor makes theirs more recent); a
+    /// running application's is kept as a page's.
+    pub(crate) fn get_passing(&self, app: &ListedApp) -> Result<Arc<Replay>, EventLogError> {
+        self.fetch(app, Keep::IfRoom)
+    }
+
+    fn fetch(&self, app: &ListedApp, keep: Keep) -> Result<Arc<Replay>, EventLogError> {
         let name = &app.source.name;
-        let current = || {
-            if app.source.in_progress {
-                fingerprint(&app.source)
-            } else {
-                app.fingerprint
-            }
+        let keep = if app.source.in_progress {
+            Keep::Always
+        } else {
+            keep
         };
-        let fp = current();
+        let fp = if app.source.in_progress {
+            fingerprint(&app.source)
+        } else {
+            app.fingerprint
+        };
         let load_lock = {
             let mut entries = self.lock();
             let entries = &mut *entries;
             entries.clock += 1;
             let entry = entries.by_name.entry(name.clone()).or_default();
             if let Some(replay) = fresh(entry, fp, app.source.in_progress) {
-                entry.last_used = entries.clock;
+                if keep == Keep::Always {
+                    entry.last_used = entries.clock;
+                }
                 return Ok(replay);
             }
             Arc::clone(&entry.load)
@@ -162,49 +187,15 @@ impl ReplayCache {
         let bytes = replay.resident_bytes();
         let evicted = {
             let mut entries = self.lock();
+            if keep == Keep::IfRoom && entries.resident_bytes + bytes > self.budget {
+                return Ok(replay);
+            }
             self.insert(&mut entries, name, app, &replay, fp, bytes)
         };
         // freed outside the lock: dropping a large replay takes a while
         let freed: u64 = evicted.iter().map(|(_, b)| *b).sum();
         drop(evicted);
         self.release_freed(freed);
-        Ok(replay)
-    }
-
-    /// The replay of `app` for a pass over many applications: the one in memory if it is
-    /// fresh, else read from the saved replays or the log and kept in memory only if it
-    /// fits in what the budget has left (a pass never pushes out what the pages read); a
-    /// running application's takes the usual way, which reads only what its log appended.
-    pub(crate) fn get_passing(&self, app: &ListedApp) -> Result<Arc<Replay>, EventLogError> {
-        if app.source.in_progress {
-            return self.get(app);
-        }
-        let name = &app.source.name;
-        let load_lock = {
-            let mut entries = self.lock();
-            let entry = entries.by_name.entry(name.clone()).or_default();
-            if let Some(replay) = fresh(entry, app.fingerprint, false) {
-                return Ok(replay);
-            }
-            Arc::clone(&entry.load)
-        };
-        // one load per application at a time, a page's and a pass's alike
-        let _loading = load_lock.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(entry) = self.lock().by_name.get(name)
-            && let Some(replay) = fresh(entry, app.fingerprint, false)
-        {
-            return Ok(replay);
-        }
-        let replay = {
-            let _permit = self.permits.acquire();
-            Arc::new(self.saved_or_loaded(app)?)
-        };
-        let bytes = replay.resident_bytes();
-        let mut entries = self.lock();
-        if entries.resident_bytes + bytes <= self.budget {
-            let evicted = self.insert(&mut entries, name, app, &replay, app.fingerprint, bytes);
-            debug_assert!(evicted.is_empty(), "it fit in the budget");
-        }
         Ok(replay)
     }
 
