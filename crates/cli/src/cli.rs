@@ -32,6 +32,9 @@ enum Command {
     /// Run a Ballista scheduler or executor with qprof inside.
     #[command(subcommand)]
     Cluster(crate::cluster::ClusterCommand),
+    /// The process `qprof serve` runs its SQL statements in (not for use by hand).
+    #[command(hide = true)]
+    SqlWorker(crate::serve::SqlWorkerArgs),
 }
 
 #[derive(Debug, Args)]
@@ -140,6 +143,22 @@ pub(crate) struct ServeArgs {
     /// Serve no /qprof/v1/sql (nor the UI's query box).
     #[arg(long)]
     pub no_sql: bool,
+    /// The most bytes one compressed log file may decompress to; a larger one is skipped
+    /// with its reason in /qprof/v1/status.
+    #[arg(long, value_name = "SIZE", default_value = "4G", value_parser = parse_size)]
+    pub max_log_bytes: usize,
+    /// A host name the server answers to (the `Host` header's name; repeatable). Default:
+    /// the loopback names when bound to a loopback address, any name otherwise.
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    pub allowed_hosts: Vec<String>,
+    /// Require the token in this file (its first line) of every request: as
+    /// `Authorization: Bearer TOKEN`, or once as `?token=TOKEN` in a browser.
+    #[arg(long, value_name = "FILE")]
+    pub auth_token_file: Option<PathBuf>,
+    /// Take the user from this header a trusted reverse proxy sets (e.g.
+    /// X-Forwarded-User), and refuse requests without it.
+    #[arg(long, value_name = "HEADER")]
+    pub auth_user_header: Option<String>,
 }
 
 /// A duration such as `500ms`, `10s`, `5m`, `2h` or `7d` (a bare number is seconds).
@@ -518,6 +537,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<()> {
             None => runtime.block_on(crate::run::run_sql(args)),
         },
         Command::Serve(args) => runtime.block_on(crate::serve::serve(args)),
+        Command::SqlWorker(args) => runtime.block_on(crate::serve::sql_worker(args)),
         Command::Diff(args) => crate::diff::diff(&args),
         Command::Bench(command) => {
             if cfg!(debug_assertions) {

@@ -49,6 +49,14 @@ impl LogLocation {
         })
     }
 
+    /// These logs, with a compressed file allowed to decompress to at most `bytes`.
+    pub(crate) fn with_max_log_bytes(self, bytes: u64) -> LogLocation {
+        LogLocation {
+            storage: self.storage.with_max_decoded_bytes(bytes),
+            ..self
+        }
+    }
+
     /// The store over these logs, scanned once (on a blocking thread: an object store's
     /// client blocks on a runtime of its own).
     pub(crate) async fn open(&self, options: StoreOptions) -> Result<LogStore> {

@@ -202,7 +202,7 @@ pub fn spark_string_naming(
 
 /// A `sum` metric's text: the total of every value, however many tasks reported one.
 fn sum_string(values: &[TaskValue]) -> String {
-    format::integer(values.iter().map(|v| v.value).sum())
+    format::integer(values.iter().map(|v| v.value).fold(0, i64::saturating_add))
 }
 
 /// The text of a metric of any kind but `sum`, from its aggregate, its maximum named

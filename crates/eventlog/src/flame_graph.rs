@@ -79,7 +79,10 @@ fn folded_under(query: &QueryJson, operator_path: impl Fn(&NodeJson) -> String) 
             .as_ref()
             .map(|s| s.folded(Some(node.id), |_| String::new()))
             .unwrap_or_default();
-        let sampled: u64 = stacks.iter().map(|(_, count)| count).sum();
+        let sampled: u64 = stacks
+            .iter()
+            .map(|(_, count)| *count)
+            .fold(0, u64::saturating_add);
         if sampled > 0 {
             // the functions the operator evaluated are in its stacks
             for (stack, count) in &stacks {
@@ -209,7 +212,7 @@ pub(crate) fn operator_flame_graph_svg(
         .iter()
         .filter(|s| s.node_id == node_id)
         .map(|s| s.count)
-        .sum();
+        .fold(0, u64::saturating_add);
     let mut options = inferno::flamegraph::Options::default();
     options.title = format!("Query {}, {operator}: sampled stacks", query.id);
     options.subtitle = Some(format!(
@@ -232,7 +235,7 @@ fn total_self_cpu(query: &QueryJson) -> u64 {
         .iter()
         .filter_map(|n| n.metrics.get(names::SELF_CPU_NANOS))
         .map(|m| m.value.max(0) as u64)
-        .sum()
+        .fold(0, u64::saturating_add)
 }
 
 /// Whole microseconds of `nanos`, if at least one.

@@ -63,8 +63,8 @@ pub use state::{
     StageStatus, Task, TaskMetrics, TaskStatus,
 };
 pub use storage::{
-    EntryKind, Listed, LogStorage, ROLLING_DIR_PREFIX, SkippedEntry, Storage, StorageStats,
-    StoredEntry,
+    DEFAULT_MAX_DECODED_BYTES, EntryKind, Listed, LogStorage, ROLLING_DIR_PREFIX, SkippedEntry,
+    Storage, StorageStats, StoredEntry,
 };
 pub use trace_events::chrome_trace;
 pub use writer::{AppLog, DEFAULT_ROLL_BYTES, LogConfig};
@@ -83,6 +83,13 @@ pub enum EventLogError {
     /// The log uses a codec qprof cannot decode.
     #[error("event log compressed with {0}, which qprof does not read (zstd, lz4 or none)")]
     UnsupportedCodec(String),
+    /// A compressed file decodes to more bytes than the reader's limit
+    /// ([`Storage::with_max_decoded_bytes`]).
+    #[error("the log decompresses to more than {limit} bytes, the limit (--max-log-bytes)")]
+    DecodedTooLarge {
+        /// The limit, in decoded bytes.
+        limit: u64,
+    },
     /// A value could not be encoded.
     #[error("cannot encode event: {0}")]
     Encode(#[from] serde_json::Error),

@@ -24,23 +24,167 @@ pub struct Replay {
     bytes_applied: u64,
 }
 
-/// New data read from a file: the bytes past the consumed offset (only those, for an
-/// uncompressed file).
-fn read_new(storage: &Storage, file: &LogFile, consumed: u64) -> Result<Vec<u8>, EventLogError> {
+/// Bytes of a file read, or decoded, at a time: what a replay holds of a log besides its
+/// state and one unfinished line.
+const PIECE_BYTES: u64 = 64 << 20;
+
+/// The longest line a reader holds: a longer one is counted as corrupt and passed over as
+/// it streams, never held whole.
+pub(crate) const MAX_LINE_BYTES: usize = 128 << 20;
+
+/// Streams the bytes of `file` from `offset` of its decoded stream to `each`, in pieces of
+/// at most [`PIECE_BYTES`]: an uncompressed file by ranged reads, a compressed one decoded
+/// as a stream, at most the storage's [`Storage::max_decoded_bytes`] of it.
+fn stream_file(
+    storage: &Storage,
+    file: &LogFile,
+    offset: u64,
+    each: &mut dyn FnMut(&[u8]),
+) -> Result<(), EventLogError> {
     let io = |e| EventLogError::io(&file.path, e);
     if file.codec == Codec::None {
-        let (data, _) = storage
-            .read_range(&file.path, consumed, u64::MAX)
-            .map_err(io)?;
-        Ok(data)
-    } else {
-        let raw = storage.read(&file.path).map_err(io)?;
-        let (decoded, _) = file.codec.decode(&raw)?;
-        let start = usize::try_from(consumed)
-            .unwrap_or(usize::MAX)
-            .min(decoded.len());
-        Ok(decoded[start..].to_vec())
+        let mut at = offset;
+        loop {
+            let (data, len) = storage
+                .read_range(&file.path, at, PIECE_BYTES)
+                .map_err(io)?;
+            if data.is_empty() {
+                return Ok(());
+            }
+            each(&data);
+            at += data.len() as u64;
+            if (data.len() as u64) < PIECE_BYTES || at >= len {
+                return Ok(());
+            }
+        }
     }
+    let raw = storage.read(&file.path).map_err(io)?;
+    let mut decoded = file.codec.decoder(&raw)?;
+    let limit = storage.max_decoded_bytes();
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut total, mut piece) = (0u64, Vec::new());
+    loop {
+        let n = decoded.read(&mut buf);
+        total += n as u64;
+        if total > limit {
+            return Err(EventLogError::DecodedTooLarge { limit });
+        }
+        // the part past `offset` of what was decoded
+        let skip = usize::try_from(offset.saturating_sub(total - n as u64))
+            .unwrap_or(usize::MAX)
+            .min(n);
+        piece.extend_from_slice(&buf[skip..n]);
+        if n == 0 || piece.len() as u64 >= PIECE_BYTES {
+            if !piece.is_empty() {
+                each(&piece);
+                piece.clear();
+            }
+            if n == 0 {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Cuts streamed pieces into runs of whole lines, holding the unfinished line between
+/// pieces; a line past `max_line` bytes is dropped as it streams.
+#[derive(Debug)]
+struct LineSplitter {
+    max_line: usize,
+    pending: Vec<u8>,
+    dropping: bool,
+    /// Lines dropped for their length.
+    overlong: u64,
+    /// Bytes of whole lines handed on, and of dropped lines.
+    used: u64,
+}
+
+impl LineSplitter {
+    fn new(max_line: usize) -> LineSplitter {
+        LineSplitter {
+            max_line,
+            pending: Vec::new(),
+            dropping: false,
+            overlong: 0,
+            used: 0,
+        }
+    }
+
+    /// Hands `piece`'s whole lines (with the unfinished one before it) to `apply`, each
+    /// run ending with a newline.
+    fn feed(&mut self, mut piece: &[u8], apply: &mut impl FnMut(&[u8])) {
+        if self.dropping {
+            let Some(nl) = memchr::memchr(b'\n', piece) else {
+                self.used += piece.len() as u64;
+                return;
+            };
+            self.used += nl as u64 + 1;
+            piece = &piece[nl + 1..];
+            self.dropping = false;
+        }
+        let Some(last) = memchr::memrchr(b'\n', piece) else {
+            self.hold(piece);
+            return;
+        };
+        let (mut lines, rest) = piece.split_at(last + 1);
+        if !self.pending.is_empty() {
+            let first = memchr::memchr(b'\n', lines).map_or(lines.len(), |nl| nl + 1);
+            if self.pending.len() + first - 1 > self.max_line {
+                self.used += (self.pending.len() + first) as u64;
+                self.pending = Vec::new();
+                self.overlong += 1;
+            } else {
+                self.pending.extend_from_slice(&lines[..first]);
+                apply(&self.pending);
+                self.used += self.pending.len() as u64;
+                self.pending.clear();
+            }
+            lines = &lines[first..];
+        }
+        if !lines.is_empty() {
+            apply(lines);
+            self.used += lines.len() as u64;
+        }
+        self.hold(rest);
+    }
+
+    fn hold(&mut self, rest: &[u8]) {
+        if self.pending.len() + rest.len() > self.max_line {
+            self.used += (self.pending.len() + rest.len()) as u64;
+            self.pending = Vec::new();
+            self.dropping = true;
+            self.overlong += 1;
+        } else {
+            self.pending.extend_from_slice(rest);
+        }
+    }
+
+    /// Hands on the unfinished last line when `final_part` (the file is complete);
+    /// returns the bytes used and the lines dropped.
+    fn finish(mut self, final_part: bool, apply: &mut impl FnMut(&[u8])) -> (u64, u64) {
+        if final_part && !self.pending.is_empty() {
+            apply(&self.pending);
+            self.used += self.pending.len() as u64;
+        }
+        (self.used, self.overlong)
+    }
+}
+
+/// Streams `file`'s lines from `offset` to `apply` in runs of whole lines (the unfinished
+/// last one too when `final_part`); returns the bytes used and the lines dropped for
+/// their length.
+fn stream_lines(
+    storage: &Storage,
+    file: &LogFile,
+    offset: u64,
+    final_part: bool,
+    mut apply: impl FnMut(&[u8]),
+) -> Result<(u64, u64), EventLogError> {
+    let mut lines = LineSplitter::new(MAX_LINE_BYTES);
+    stream_file(storage, file, offset, &mut |piece| {
+        lines.feed(piece, &mut apply);
+    })?;
+    Ok(lines.finish(final_part, &mut apply))
 }
 
 /// Calls `apply` for each complete line of `data`, and for the unterminated rest when
@@ -61,22 +205,16 @@ fn for_each_line<'a>(data: &'a [u8], final_part: bool, mut apply: impl FnMut(&'a
 /// Bytes of lines one parsing thread takes at a time.
 const CHUNK_BYTES: usize = 256 << 10;
 
-/// Applies the complete lines of `data` (and its unterminated rest when `final_part`) to
-/// `state`, in order; returns how many bytes were used. Data of several chunks is parsed
-/// on as many threads as the machine has cores, a chunk at a time each, while this thread
-/// applies the parsed lines in their order; a thread parses at most one chunk ahead of
-/// what was applied, so memory stays bounded.
-fn apply_lines(state: &mut AppState, data: &[u8], final_part: bool) -> usize {
-    let used = if final_part {
-        data.len()
-    } else {
-        memchr::memrchr(b'\n', data).map_or(0, |nl| nl + 1)
-    };
-    let data = &data[..used];
+/// Applies the lines of `data` (whole lines, the last one perhaps without its newline) to
+/// `state`, in order. Data of several chunks is parsed on as many threads as the machine
+/// has cores, a chunk at a time each, while this thread applies the parsed lines in their
+/// order; a thread parses at most one chunk ahead of what was applied, so memory stays
+/// bounded.
+fn apply_lines(state: &mut AppState, data: &[u8]) {
     let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     if threads < 2 || data.len() < 2 * CHUNK_BYTES {
         for_each_line(data, true, |line| state.apply_line(line));
-        return used;
+        return;
     }
     let chunks = line_chunks(data, CHUNK_BYTES);
     std::thread::scope(|scope| {
@@ -106,7 +244,6 @@ fn apply_lines(state: &mut AppState, data: &[u8], final_part: bool) -> usize {
             }
         }
     });
-    used
 }
 
 /// `data` cut into pieces of about `size` bytes, each ending at a line's end (the last one
@@ -212,11 +349,20 @@ impl Replay {
         let mut applied = 0;
         let count = self.source.files.len();
         for (i, file) in self.source.files.iter().enumerate() {
-            let data = read_new(&storage, file, self.progress[i].consumed)?;
             let final_part = i + 1 < count || !self.source.in_progress;
-            let used = apply_lines(&mut self.state, &data, final_part);
-            self.progress[i].consumed += used as u64;
-            applied += used as u64;
+            let state = &mut self.state;
+            let (used, overlong) = stream_lines(
+                &storage,
+                file,
+                self.progress[i].consumed,
+                final_part,
+                |lines| {
+                    apply_lines(state, lines);
+                },
+            )?;
+            state.skipped.corrupt_lines += overlong;
+            self.progress[i].consumed += used;
+            applied += used;
         }
         self.bytes_applied += applied;
         Ok(applied)
@@ -279,7 +425,9 @@ pub fn scan_info(source: &LogSource) -> Result<AppInfo, EventLogError> {
         return Ok(info);
     };
     let whole = |file: &LogFile, info: &mut AppInfo| -> Result<(), EventLogError> {
-        apply_listing_events(&read_new(storage, file, 0)?, true, info);
+        stream_lines(storage, file, 0, true, |lines| {
+            apply_listing_events(lines, true, info);
+        })?;
         Ok(())
     };
     let single = source.files.len() == 1;
@@ -337,10 +485,56 @@ pub fn scan_info(source: &LogSource) -> Result<AppInfo, EventLogError> {
 
 #[cfg(test)]
 mod tests {
-    use super::line_chunks;
+    use super::{LineSplitter, line_chunks};
     use proptest::prelude::*;
 
     proptest! {
+        #[test]
+        fn split_pieces_give_the_lines_of_the_whole_and_drop_only_the_long_ones(
+            lines in proptest::collection::vec("[a-z{}\":,]{0,40}", 0..100),
+            steps in proptest::collection::vec(1usize..60, 1..50),
+            max_line in 1usize..60,
+            final_part in any::<bool>(),
+        ) {
+            // pieces no longer than the longest line held, as a replay's are
+            let data = lines.join("\n");
+            let mut splitter = LineSplitter::new(max_line);
+            let mut got = Vec::new();
+            let mut at = 0;
+            for step in steps.iter().cycle() {
+                if at == data.len() {
+                    break;
+                }
+                let end = (at + (*step).min(max_line)).min(data.len());
+                splitter.feed(&data.as_bytes()[at..end], &mut |run: &[u8]| got.extend_from_slice(run));
+                at = end;
+            }
+            let (used, overlong) = splitter.finish(final_part, &mut |run: &[u8]| got.extend_from_slice(run));
+            // a line is kept whole or dropped whole; the unfinished last one only when final
+            let count = lines.len();
+            let mut expected = Vec::new();
+            let mut dropped = 0;
+            for (i, line) in lines.iter().enumerate() {
+                let last = i + 1 == count;
+                if line.len() > max_line {
+                    dropped += 1;
+                    continue;
+                }
+                if last {
+                    if final_part {
+                        expected.extend_from_slice(line.as_bytes());
+                    }
+                } else {
+                    expected.extend_from_slice(line.as_bytes());
+                    expected.push(b'\n');
+                }
+            }
+            prop_assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&expected));
+            prop_assert_eq!(overlong, dropped);
+            let unfinished = lines.last().filter(|l| !final_part && l.len() <= max_line).map_or(0, String::len);
+            prop_assert_eq!(used, (data.len() - unfinished) as u64);
+        }
+
         #[test]
         fn chunks_end_at_line_ends_and_make_up_the_data(
             lines in proptest::collection::vec("[a-z{}\":,]{0,40}", 0..200),

@@ -142,22 +142,46 @@ pub struct StorageStats {
     pub bytes_read: u64,
 }
 
-/// A shared handle on a [`LogStorage`]; two handles are equal when they share one storage.
+/// The most bytes one compressed log file may decode to by default: 4 GiB.
+pub const DEFAULT_MAX_DECODED_BYTES: u64 = 4 << 30;
+
+/// A shared handle on a [`LogStorage`], with the most bytes a compressed file read
+/// through it may decode to; two handles are equal when they share one storage.
 #[derive(Clone)]
-pub struct Storage(Arc<dyn LogStorage>);
+pub struct Storage {
+    inner: Arc<dyn LogStorage>,
+    max_decoded_bytes: u64,
+}
 
 impl Storage {
     /// A handle on `storage`.
     pub fn new(storage: Arc<dyn LogStorage>) -> Storage {
-        Storage(storage)
+        Storage {
+            inner: storage,
+            max_decoded_bytes: DEFAULT_MAX_DECODED_BYTES,
+        }
     }
 
     /// The local file system.
     pub fn local() -> Storage {
         static LOCAL: std::sync::OnceLock<Storage> = std::sync::OnceLock::new();
         LOCAL
-            .get_or_init(|| Storage(Arc::new(LocalStorage)))
+            .get_or_init(|| Storage::new(Arc::new(LocalStorage)))
             .clone()
+    }
+
+    /// This handle, with compressed files allowed to decode to at most `bytes` each (a
+    /// file that decodes to more is not read: [`crate::EventLogError::DecodedTooLarge`]).
+    pub fn with_max_decoded_bytes(self, bytes: u64) -> Storage {
+        Storage {
+            max_decoded_bytes: bytes,
+            ..self
+        }
+    }
+
+    /// The most bytes a compressed file read through this handle may decode to.
+    pub fn max_decoded_bytes(&self) -> u64 {
+        self.max_decoded_bytes
     }
 
     /// The whole file at `path`.
@@ -165,7 +189,9 @@ impl Storage {
     /// # Errors
     /// If it cannot be read.
     pub fn read(&self, path: &Path) -> std::io::Result<Vec<u8>> {
-        self.0.read_range(path, 0, u64::MAX).map(|(data, _)| data)
+        self.inner
+            .read_range(path, 0, u64::MAX)
+            .map(|(data, _)| data)
     }
 }
 
@@ -179,25 +205,25 @@ impl Default for Storage {
 impl std::ops::Deref for Storage {
     type Target = dyn LogStorage;
     fn deref(&self) -> &Self::Target {
-        &*self.0
+        &*self.inner
     }
 }
 
 impl fmt::Debug for Storage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
+        self.inner.fmt(f)
     }
 }
 
 impl PartialEq for Storage {
     fn eq(&self, other: &Storage) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        Arc::ptr_eq(&self.inner, &other.inner) && self.max_decoded_bytes == other.max_decoded_bytes
     }
 }
 
 impl Eq for Storage {}
 
-/// The local file system; a link is what it points to.
+/// The local file system; a symbolic link is not listed, nor followed when read.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct LocalStorage;
 
@@ -207,6 +233,25 @@ fn modified_millis(meta: &std::fs::Metadata) -> i64 {
         .ok()
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
         .map_or(0, |d| saturating_i64(d.as_millis()))
+}
+
+/// Opens the regular file at `path` for reading, refusing a link in its last component
+/// and anything but a regular file (a fifo put there would block the reader), and its
+/// length.
+fn open_no_follow(path: &Path) -> std::io::Result<(std::fs::File, u64)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if meta.is_dir() {
+        return Err(std::io::ErrorKind::IsADirectory.into());
+    }
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok((file, meta.len()))
 }
 
 impl LogStorage for LocalStorage {
@@ -227,9 +272,16 @@ impl LogStorage for LocalStorage {
                 continue;
             };
             let path = entry.path();
-            // a link is what it points to, if anything
+            // a link could name any file the server can read: logs are the directory's
+            // own files, and a link is none
             let meta = match entry.file_type() {
-                Ok(t) if t.is_symlink() => std::fs::metadata(&path),
+                Ok(t) if t.is_symlink() => {
+                    out.push(Err(SkippedEntry {
+                        reason: "a symbolic link (not followed: logs are read from the log directory's own files)".into(),
+                        name,
+                    }));
+                    continue;
+                }
                 Ok(_) => entry.metadata(),
                 Err(e) => Err(e),
             };
@@ -258,9 +310,12 @@ impl LogStorage for LocalStorage {
     }
 
     fn read_range(&self, path: &Path, offset: u64, limit: u64) -> std::io::Result<(Vec<u8>, u64)> {
-        let mut f = std::fs::File::open(path)?;
-        let len = f.metadata()?.len();
+        // a listed path is never a link: one that is now was put there since, and is not
+        // followed
+        let (mut f, len) = open_no_follow(path)?;
         f.seek(SeekFrom::Start(offset))?;
+        // no more than the file held when opened, however it grows meanwhile
+        let limit = limit.min(len.saturating_sub(offset));
         let mut data = Vec::new();
         f.take(limit).read_to_end(&mut data)?;
         Ok((data, len))

@@ -74,7 +74,11 @@ pub fn chrome_trace<'a>(queries: impl IntoIterator<Item = &'a QueryJson>) -> Val
                     pid,
                     tid,
                     micros(task.start_epoch_millis),
-                    micros(task.finish_epoch_millis - task.start_epoch_millis).max(1),
+                    micros(
+                        task.finish_epoch_millis
+                            .saturating_sub(task.start_epoch_millis),
+                    )
+                    .max(1),
                     args,
                 ));
             }

@@ -11,6 +11,7 @@ use datafusion::arrow::array::{Array, ArrayRef};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 use futures::StreamExt;
@@ -31,7 +32,7 @@ pub struct SqlLimits {
     pub timeout: Duration,
     /// The memory the statements' operators may reserve, together.
     pub memory_bytes: usize,
-    /// The most bytes of values (as text) an answer holds; a statement with more is
+    /// The most bytes of rows an answer holds, as JSON sent; a statement with more is
     /// stopped at the row that reaches it.
     pub max_bytes: usize,
     /// How many statements run at once; the others wait their turn, within their time.
@@ -77,8 +78,31 @@ impl SqlService {
     /// # Errors
     /// If the session cannot be built.
     pub fn new(store: Arc<LogStore>, limits: SqlLimits) -> Result<SqlService, HistoryError> {
+        SqlService::spilling_in(store, limits, None)
+    }
+
+    /// A service as [`SqlService::new`], whose statements spill to `spill_dir` (by default
+    /// a directory of the system's temporary one), at most twice their memory
+    /// ([`SqlLimits::memory_bytes`]) together; a spill file is removed when its statement
+    /// no longer needs it.
+    ///
+    /// # Errors
+    /// If the session cannot be built.
+    pub fn spilling_in(
+        store: Arc<LogStore>,
+        limits: SqlLimits,
+        spill_dir: Option<std::path::PathBuf>,
+    ) -> Result<SqlService, HistoryError> {
+        let mode = match spill_dir {
+            Some(dir) => DiskManagerMode::Directories(vec![dir]),
+            None => DiskManagerMode::OsTmpDirectory,
+        };
+        let spill = DiskManagerBuilder::default()
+            .with_mode(mode)
+            .with_max_temp_directory_size(2 * limits.memory_bytes as u64);
         let runtime = RuntimeEnvBuilder::new()
             .with_memory_limit(limits.memory_bytes, 1.0)
+            .with_disk_manager_builder(spill)
             .build_arc()
             .map_err(|e| HistoryError::Catalog(e.to_string()))?;
         let ctx = SessionContext::new_with_config_rt(SessionConfig::new(), runtime);
@@ -252,14 +276,14 @@ fn append_rows(
         .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).map_err(one_line))
         .collect::<Result<Vec<_>, _>>()?;
     for row in 0..batch.num_rows().min(room) {
-        let mut size = 0;
-        let values = batch
+        let values: Vec<Value> = batch
             .columns()
             .iter()
             .zip(&formatters)
-            .map(|(column, text)| json_value(column, text, row, &mut size))
+            .map(|(column, text)| json_value(column, text, row))
             .collect();
-        *bytes += size;
+        // the bytes the row takes in the answer sent: its JSON, escapes and all, and a comma
+        *bytes += serde_json::to_string(&values).map_or(0, |t| t.len()) + 1;
         if *bytes > max_bytes {
             return Ok(row);
         }
@@ -269,14 +293,12 @@ fn append_rows(
 }
 
 /// `column`'s value at `row`: a number or boolean as such, null as null, anything else
-/// as its display text; adds the text's length to `size`.
-fn json_value(column: &ArrayRef, text: &ArrayFormatter<'_>, row: usize, size: &mut usize) -> Value {
+/// as its display text.
+fn json_value(column: &ArrayRef, text: &ArrayFormatter<'_>, row: usize) -> Value {
     if column.is_null(row) {
-        *size += 4;
         return Value::Null;
     }
     let shown = text.value(row).to_string();
-    *size += shown.len();
     match column.data_type() {
         DataType::Int8
         | DataType::Int16

@@ -55,6 +55,48 @@ pub(crate) enum ApiError {
     Internal(String),
 }
 
+/// `text` as a client may read it: a path under the local log directory `dir` named
+/// relative to it, the directory by its own name, no operating system's error numbers.
+/// The server's paths are its operator's business, not its users'.
+pub fn public_text(text: &str, dir: &std::path::Path) -> String {
+    let mut out = text.to_string();
+    let shown = dir.display().to_string();
+    // an object store's URL names no path of the machine's
+    if !shown.contains("://") && !shown.is_empty() {
+        let name = dir
+            .file_name()
+            .map_or_else(|| ".".to_string(), |n| n.to_string_lossy().into_owned());
+        let under = format!("{}/", shown.trim_end_matches('/'));
+        out = out
+            .replace(&under, "")
+            .replace(shown.trim_end_matches('/'), &name);
+        if let Ok(absolute) = std::fs::canonicalize(dir) {
+            let absolute = absolute.display().to_string();
+            out = out
+                .replace(&format!("{absolute}/"), "")
+                .replace(&absolute, &name);
+        }
+    }
+    // "Permission denied (os error 13)": the words, not the number
+    while let Some(at) = out.find(" (os error ") {
+        let end = out[at..].find(')').map_or(out.len(), |e| at + e + 1);
+        out.replace_range(at..end, "");
+    }
+    out
+}
+
+impl ApiError {
+    /// This error as a client may read it ([`public_text`]).
+    pub(crate) fn public(self, dir: &std::path::Path) -> ApiError {
+        match self {
+            ApiError::NotFound(m) => ApiError::NotFound(public_text(&m, dir)),
+            ApiError::BadRequest(m) => ApiError::BadRequest(public_text(&m, dir)),
+            ApiError::Log(e) => ApiError::Internal(public_text(&e.to_string(), dir)),
+            ApiError::Internal(m) => ApiError::Internal(public_text(&m, dir)),
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     /// Its status, and its message as JSON (`{"message": ...}`).
     fn into_response(self) -> Response {
@@ -79,16 +121,38 @@ impl IntoResponse for Answer {
             Answer::Zip { file_name, bytes } => (
                 [
                     (header::CONTENT_TYPE, "application/octet-stream".to_string()),
-                    (
-                        header::CONTENT_DISPOSITION,
-                        format!("attachment; filename={file_name}"),
-                    ),
+                    (header::CONTENT_DISPOSITION, content_disposition(&file_name)),
                 ],
                 bytes,
             )
                 .into_response(),
         }
     }
+}
+
+/// A download's `Content-Disposition` (RFC 6266): the name as a quoted ASCII fallback
+/// (any other character `_`) and in full as UTF-8, percent-encoded (RFC 8187), so a name a
+/// log chose can neither end the header's value nor name a path.
+fn content_disposition(file_name: &str) -> String {
+    let fallback: String = file_name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mut encoded = String::new();
+    for byte in file_name.bytes() {
+        if byte.is_ascii_alphanumeric() || b"!#$&+-.^_`|~".contains(&byte) {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    format!("attachment; filename=\"{fallback}\"; filename*=UTF-8''{encoded}")
 }
 
 impl From<RestError> for ApiError {
@@ -560,13 +624,16 @@ fn compared_run(store: &LogStore, params: &Params, key: &str) -> Result<QueryJso
 /// skipped and why) and its replay cache.
 fn status_json(status: &StoreStatus) -> Value {
     let c = &status.cache;
+    let dir = &status.dir;
+    let shown = dir.display().to_string();
     json!({
-        "logDirectory": status.dir.display().to_string(),
+        // an object store's URL; a local directory by its name
+        "logDirectory": if shown.contains("://") { shown } else { public_text(&shown, dir) },
         "applications": status.applications,
-        "skipped": status.skipped.iter().map(|s| json!({"entry": s.name, "reason": s.reason})).collect::<Vec<_>>(),
+        "skipped": status.skipped.iter().map(|s| json!({"entry": s.name, "reason": public_text(&s.reason, dir)})).collect::<Vec<_>>(),
         "lastScan": (status.last_scan_millis > 0).then(|| qprof_eventlog::format_date(status.last_scan_millis)),
         "scans": status.scans,
-        "directoryError": status.dir_error,
+        "directoryError": status.dir_error.as_deref().map(|e| public_text(e, dir)),
         "logsCleaned": status.cleaned,
         "diskStore": status.disk.map(|d| json!({
             "files": d.files,

@@ -21,19 +21,23 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
+pub mod access;
 mod api;
 pub mod live;
 mod metrics;
 pub mod object_storage;
 pub mod sql;
+pub mod sql_worker;
 pub mod store;
 mod ui;
 
+pub use access::{AccessOptions, Viewer};
 pub use live::LiveSource;
 pub use object_storage::ObjectStorage;
 pub use sql::{SqlAnswer, SqlColumn, SqlError, SqlRunner, SqlStop};
 pub use store::LogStore;
 
+pub use api::public_text;
 use api::{Answer, ApiError, Params};
 
 type Shared = Arc<LogStore>;
@@ -62,12 +66,16 @@ pub fn live_router(store: LogStore, live: Arc<dyn LiveSource>) -> Router {
         .route("/qprof/v1/live", get(answer))
         .fallback(not_found)
         .with_state(store)
+        .layer(axum::middleware::map_response(access::security_headers))
 }
 
 /// The server's routes: `/api/v1/...`, `/qprof/v1/...`, Prometheus' `/metrics`, and the
 /// web UI at `/`.
 pub fn router(store: Shared) -> Router {
-    routes(None).fallback(not_found).with_state(store)
+    routes(None)
+        .fallback(not_found)
+        .with_state(store)
+        .layer(axum::middleware::map_response(access::security_headers))
 }
 
 /// The routes of [`router`] plus `/qprof/v1/sql` (`GET ?q=…`, or `POST` with the
@@ -81,6 +89,16 @@ pub fn router_with_sql(store: Shared, sql: Arc<dyn SqlRunner>) -> Router {
         .fallback(not_found)
         .with_state(store)
         .merge(statements)
+        .layer(axum::middleware::map_response(access::security_headers))
+}
+
+/// `router` (any of this crate's) behind `access`: a request for a host it does not
+/// allow, or without its token or user, is refused before any route sees it.
+pub fn guarded(router: Router, access: AccessOptions) -> Router {
+    router.layer(axum::middleware::from_fn_with_state(
+        Arc::new(access),
+        access::guard,
+    ))
 }
 
 /// The routes both servers have; `/metrics` adds `live`'s gauges when there is one.
@@ -133,7 +151,7 @@ async fn answer_api(
     blocking(move || {
         let segs = segments(&path);
         let refs: Vec<&str> = segs.iter().map(String::as_str).collect();
-        handler(&store, &refs, &params)
+        handler(&store, &refs, &params).map_err(|e| e.public(store.dir()))
     })
     .await
 }
@@ -155,6 +173,7 @@ async fn qprof_v1(
 }
 
 async fn prometheus(store: Shared, live: Option<Arc<dyn LiveSource>>) -> Response {
+    let dir = store.dir().to_path_buf();
     let exposition = move || {
         let live = live.map(|l| l.live());
         metrics::exposition(&store, live.as_ref())
@@ -168,7 +187,7 @@ async fn prometheus(store: Shared, live: Option<Arc<dyn LiveSource>>) -> Respons
             text,
         )
             .into_response(),
-        Ok(Err(e)) => e.into_response(),
+        Ok(Err(e)) => e.public(&dir).into_response(),
         Err(e) => ApiError::Internal(format!("request failed: {e}")).into_response(),
     }
 }

@@ -19,11 +19,28 @@ use qprof_core::metric::saturating_i64;
 
 type Labels = Vec<(String, String)>;
 
+/// Label pairs, each value escaped as the text format wants it (`prometheus-client` writes
+/// values as given): an id from a log cannot close its quotes or start a line.
 fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs
         .iter()
-        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+        .map(|(k, v)| ((*k).to_string(), escape_label_value(v)))
         .collect()
+}
+
+/// `value` with the backslash, the double quote and the line feed escaped, as Prometheus'
+/// text exposition format defines label values.
+fn escape_label_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The metrics of every application attempt in `store`, and, for a running application's

@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use axum::extract::{Query, State};
-use axum::http::header;
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
@@ -93,7 +93,7 @@ async fn answer(runner: Arc<dyn SqlRunner>, sql: Result<String, ApiError>) -> Re
     match runner.run(sql).await {
         Ok(answer) => (
             [(header::CONTENT_TYPE, "application/json")],
-            axum::Json(to_json(&answer)),
+            axum::Json(answer.to_json()),
         )
             .into_response(),
         Err(SqlError::Rejected(message)) => ApiError::BadRequest(message).into_response(),
@@ -101,26 +101,70 @@ async fn answer(runner: Arc<dyn SqlRunner>, sql: Result<String, ApiError>) -> Re
     }
 }
 
-/// The answer as the endpoint sends it.
-fn to_json(answer: &SqlAnswer) -> Value {
-    let stopped = answer.stopped.map(|s| match s {
-        SqlStop::Rows(n) => json!({ "limit": "rows", "rows": n }),
-        SqlStop::Time(ms) => json!({ "limit": "time", "afterMs": ms }),
-        SqlStop::Bytes(n) => json!({ "limit": "bytes", "bytes": n }),
-    });
-    json!({
-        "columns": answer.columns.iter().map(|c| json!({ "name": c.name, "type": c.data_type })).collect::<Vec<_>>(),
-        "rows": answer.rows,
-        "stopped": stopped,
-        "elapsedMs": answer.elapsed_ms,
-    })
+impl SqlAnswer {
+    /// The answer as the endpoint sends it.
+    pub fn to_json(&self) -> Value {
+        let stopped = self.stopped.map(|s| match s {
+            SqlStop::Rows(n) => json!({ "limit": "rows", "rows": n }),
+            SqlStop::Time(ms) => json!({ "limit": "time", "afterMs": ms }),
+            SqlStop::Bytes(n) => json!({ "limit": "bytes", "bytes": n }),
+        });
+        json!({
+            "columns": self.columns.iter().map(|c| json!({ "name": c.name, "type": c.data_type })).collect::<Vec<_>>(),
+            "rows": self.rows,
+            "stopped": stopped,
+            "elapsedMs": self.elapsed_ms,
+        })
+    }
+
+    /// An answer [`SqlAnswer::to_json`] wrote, read back (`None` if it is not one).
+    pub fn from_json(value: &Value) -> Option<SqlAnswer> {
+        let columns = value["columns"]
+            .as_array()?
+            .iter()
+            .map(|c| {
+                Some(SqlColumn {
+                    name: c["name"].as_str()?.to_string(),
+                    data_type: c["type"].as_str()?.to_string(),
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let rows = value["rows"]
+            .as_array()?
+            .iter()
+            .map(|r| r.as_array().cloned())
+            .collect::<Option<Vec<_>>>()?;
+        let stopped = match &value["stopped"] {
+            Value::Null => None,
+            s => {
+                let n = |key: &str| s[key].as_u64();
+                Some(match s["limit"].as_str()? {
+                    "rows" => SqlStop::Rows(usize::try_from(n("rows")?).ok()?),
+                    "time" => SqlStop::Time(n("afterMs")?),
+                    "bytes" => SqlStop::Bytes(usize::try_from(n("bytes")?).ok()?),
+                    _ => return None,
+                })
+            }
+        };
+        Some(SqlAnswer {
+            columns,
+            rows,
+            stopped,
+            elapsed_ms: value["elapsedMs"].as_u64()?,
+        })
+    }
 }
 
-/// `GET /qprof/v1/sql?q=…`.
+/// `GET /qprof/v1/sql?q=…`, with the header [`crate::access::WORK_HEADER`] (the
+/// CSRF rule: [`crate::access::check_work_request`]).
 pub(crate) async fn get_sql(
     State(runner): State<Arc<dyn SqlRunner>>,
+    headers: HeaderMap,
     params: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
+    if let Err(refused) = crate::access::check_work_request(&headers, false) {
+        return refused.into_response();
+    }
     let sql = match params {
         Ok(Query(params)) => statement(
             params
@@ -133,9 +177,19 @@ pub(crate) async fn get_sql(
     answer(runner, sql).await
 }
 
-/// `POST /qprof/v1/sql` with `{"sql": "…"}` or the statement as the body.
-pub(crate) async fn post_sql(State(runner): State<Arc<dyn SqlRunner>>, body: String) -> Response {
-    let sql = match serde_json::from_str::<Value>(&body) {
+/// `POST /qprof/v1/sql` with `{"sql": "…"}` (as `application/json`), or the statement as
+/// the body with the header [`crate::access::WORK_HEADER`].
+pub(crate) async fn post_sql(
+    State(runner): State<Arc<dyn SqlRunner>>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    let parsed = serde_json::from_str::<Value>(&body);
+    let json_body = matches!(parsed, Ok(Value::Object(_)));
+    if let Err(refused) = crate::access::check_work_request(&headers, json_body) {
+        return refused.into_response();
+    }
+    let sql = match parsed {
         Ok(Value::Object(object)) => match object.get("sql") {
             Some(Value::String(sql)) => statement(Some(sql)),
             _ => Err(ApiError::BadRequest(

@@ -275,7 +275,9 @@ async fn logs_download_as_a_zip_of_the_application_files() {
     assert_eq!(reply.content_type, "application/octet-stream");
     assert_eq!(
         reply.headers[header::CONTENT_DISPOSITION],
-        format!("attachment; filename=eventLogs-{APP}.zip")
+        format!(
+            "attachment; filename=\"eventLogs-{APP}.zip\"; filename*=UTF-8''eventLogs-{APP}.zip"
+        )
     );
     let mut zip = zip::ZipArchive::new(std::io::Cursor::new(reply.body)).unwrap();
     let mut names: Vec<String> = zip.file_names().map(str::to_string).collect();

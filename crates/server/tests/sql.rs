@@ -57,6 +57,12 @@ fn empty_store() -> Arc<LogStore> {
     Arc::new(LogStore::open(&dir).unwrap())
 }
 
+/// A GET of a statement, as a client that is no browser page sends it: with the header
+/// that shows it is not a cross-site request.
+fn sql_get(uri: &str) -> axum::http::request::Builder {
+    Request::get(uri).header("x-requested-by", "qprof-tests")
+}
+
 async fn send(app: axum::Router, request: Request<Body>) -> (StatusCode, Value) {
     let response = app.oneshot(request).await.unwrap();
     let status = response.status();
@@ -72,7 +78,7 @@ async fn get_and_post_hand_the_statement_to_the_runner() {
     let app = router_with_sql(empty_store(), runner.clone());
     let (status, body) = send(
         app.clone(),
-        Request::get("/qprof/v1/sql?q=SELECT%201")
+        sql_get("/qprof/v1/sql?q=SELECT%201")
             .body(Body::empty())
             .unwrap(),
     )
@@ -90,6 +96,7 @@ async fn get_and_post_hand_the_statement_to_the_runner() {
     let (status, _) = send(
         app.clone(),
         Request::post("/qprof/v1/sql")
+            .header("content-type", "application/json")
             .body(Body::from(r#"{"sql": "SELECT 22"}"#))
             .unwrap(),
     )
@@ -98,6 +105,7 @@ async fn get_and_post_hand_the_statement_to_the_runner() {
     let (status, _) = send(
         app.clone(),
         Request::post("/qprof/v1/sql")
+            .header("x-requested-by", "qprof-tests")
             .body(Body::from("SELECT 333"))
             .unwrap(),
     )
@@ -124,22 +132,22 @@ async fn refused_failed_and_empty_statements_have_their_statuses() {
     let app = router_with_sql(empty_store(), runner.clone());
     let cases = [
         (
-            Request::get("/qprof/v1/sql?q=BAD%20SQL"),
+            sql_get("/qprof/v1/sql?q=BAD%20SQL"),
             StatusCode::BAD_REQUEST,
             "cannot plan BAD SQL",
         ),
         (
-            Request::get("/qprof/v1/sql?q=FAIL"),
+            sql_get("/qprof/v1/sql?q=FAIL"),
             StatusCode::INTERNAL_SERVER_ERROR,
             "the log went away",
         ),
         (
-            Request::get("/qprof/v1/sql"),
+            sql_get("/qprof/v1/sql"),
             StatusCode::BAD_REQUEST,
             "no statement",
         ),
         (
-            Request::get("/qprof/v1/sql?q=%20%20"),
+            sql_get("/qprof/v1/sql?q=%20%20"),
             StatusCode::BAD_REQUEST,
             "no statement",
         ),
@@ -155,6 +163,7 @@ async fn refused_failed_and_empty_statements_have_their_statuses() {
     let (status, body) = send(
         app.clone(),
         Request::post("/qprof/v1/sql")
+            .header("content-type", "application/json")
             .body(Body::from(r#"{"query": "SELECT 1"}"#))
             .unwrap(),
     )
@@ -164,6 +173,7 @@ async fn refused_failed_and_empty_statements_have_their_statuses() {
     let (status, _) = send(
         app,
         Request::post("/qprof/v1/sql")
+            .header("x-requested-by", "qprof-tests")
             .body(Body::from(long))
             .unwrap(),
     )
@@ -177,7 +187,7 @@ async fn refused_failed_and_empty_statements_have_their_statuses() {
 async fn a_server_without_a_runner_has_no_sql() {
     let (status, body) = send(
         router(empty_store()),
-        Request::get("/qprof/v1/sql?q=SELECT%201")
+        sql_get("/qprof/v1/sql?q=SELECT%201")
             .body(Body::empty())
             .unwrap(),
     )
@@ -190,11 +200,61 @@ async fn an_answer_cut_at_its_size_says_so() {
     let app = router_with_sql(empty_store(), Arc::new(Recorder::default()));
     let (status, body) = send(
         app,
-        Request::get("/qprof/v1/sql?q=BIG")
-            .body(Body::empty())
-            .unwrap(),
+        sql_get("/qprof/v1/sql?q=BIG").body(Body::empty()).unwrap(),
     )
     .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["stopped"], json!({"limit": "bytes", "bytes": 64}));
+}
+
+#[tokio::test]
+async fn a_statement_a_page_of_another_site_could_send_is_refused_before_it_runs() {
+    let runner = Arc::new(Recorder::default());
+    let app = router_with_sql(empty_store(), runner.clone());
+    let refused = [
+        // a link or an <img> on any page: a GET without the header
+        Request::get("/qprof/v1/sql?q=SELECT%201").body(Body::empty()),
+        // a form's "simple" POST: text, no header
+        Request::post("/qprof/v1/sql")
+            .header("content-type", "text/plain")
+            .body(Body::from(r#"{"sql": "SELECT 2"}"#)),
+        // JSON from another site's script (the browser says where it comes from)
+        Request::post("/qprof/v1/sql")
+            .header("content-type", "application/json")
+            .header("sec-fetch-site", "cross-site")
+            .body(Body::from(r#"{"sql": "SELECT 3"}"#)),
+        // an older browser: its origin is not the host asked
+        Request::post("/qprof/v1/sql")
+            .header("content-type", "application/json")
+            .header("host", "127.0.0.1:18080")
+            .header("origin", "http://evil.example")
+            .body(Body::from(r#"{"sql": "SELECT 4"}"#)),
+        // the header does not make a cross-site request good
+        sql_get("/qprof/v1/sql?q=SELECT%205")
+            .header("sec-fetch-site", "same-site")
+            .body(Body::empty()),
+    ];
+    for request in refused {
+        let (status, body) = send(app.clone(), request.unwrap()).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+        assert!(
+            body["message"].as_str().unwrap().contains("refused"),
+            "{body}"
+        );
+    }
+    assert!(runner.seen.lock().unwrap().is_empty());
+    // the UI's own request: JSON from the same origin
+    let (status, body) = send(
+        app,
+        Request::post("/qprof/v1/sql")
+            .header("content-type", "application/json")
+            .header("host", "127.0.0.1:18080")
+            .header("origin", "http://127.0.0.1:18080")
+            .header("sec-fetch-site", "same-origin")
+            .body(Body::from(r#"{"sql": "SELECT 6"}"#))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(*runner.seen.lock().unwrap(), ["SELECT 6"]);
 }

@@ -127,7 +127,7 @@ async fn entries_that_are_not_readable_logs_are_skipped_counted_and_explained() 
         reason("notes.txt").contains("no application start"),
         "{reasons:?}"
     );
-    assert!(reason("local-5").contains("No such file"), "{reasons:?}");
+    assert!(reason("local-5").contains("symbolic link"), "{reasons:?}");
     assert_eq!(status["applications"], 1);
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -160,8 +160,12 @@ async fn requests_read_the_index_and_an_unknown_id_rescans() {
     let (code, _) = get(&store, &format!("/api/v1/applications/{second}/jobs")).await;
     assert_eq!(code, StatusCode::OK);
     assert_eq!(scans(&status(&store).await), before + 1);
-    let (code, _) = get(&store, "/api/v1/applications/local-999/jobs").await;
-    assert_eq!(code, StatusCode::NOT_FOUND);
+    // requests for unknown ids rescan at most once in a while, however many come
+    for _ in 0..20 {
+        let (code, _) = get(&store, "/api/v1/applications/local-999/jobs").await;
+        assert_eq!(code, StatusCode::NOT_FOUND);
+    }
+    assert_eq!(scans(&status(&store).await), before + 1);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -37,7 +37,11 @@ pub fn attempt_info(a: &AttemptSource<'_>) -> Value {
     o.insert("lastUpdated".into(), json!(format_date(a.last_updated)));
     o.insert(
         "duration".into(),
-        json!(if a.completed { (end - start).max(0) } else { 0 }),
+        json!(if a.completed {
+            end.saturating_sub(start).max(0)
+        } else {
+            0
+        }),
     );
     o.insert(
         "sparkUser".into(),

@@ -67,7 +67,7 @@ pub(super) fn executor_stage_summaries(stage: &Stage) -> BTreeMap<&str, Executor
         .filter(|t| t.status != TaskStatus::Running)
     {
         let e = out.entry(t.executor_id.as_str()).or_default();
-        e.task_time += t.duration().unwrap_or(0);
+        e.task_time = e.task_time.saturating_add(t.duration().unwrap_or(0));
         match t.status {
             TaskStatus::Success => e.succeeded += 1,
             TaskStatus::Failed => e.failed += 1,
@@ -75,16 +75,16 @@ pub(super) fn executor_stage_summaries(stage: &Stage) -> BTreeMap<&str, Executor
             TaskStatus::Running => {}
         }
         if let Some(m) = &t.metrics {
-            e.input_bytes += m.input_bytes;
-            e.input_records += m.input_records;
-            e.output_bytes += m.output_bytes;
-            e.output_records += m.output_records;
-            e.shuffle_read += m.shuffle_read_bytes();
-            e.shuffle_read_records += m.records_read;
-            e.shuffle_write += m.bytes_written;
-            e.shuffle_write_records += m.records_written;
-            e.memory_spilled += m.memory_bytes_spilled;
-            e.disk_spilled += m.disk_bytes_spilled;
+            e.input_bytes = e.input_bytes.saturating_add(m.input_bytes);
+            e.input_records = e.input_records.saturating_add(m.input_records);
+            e.output_bytes = e.output_bytes.saturating_add(m.output_bytes);
+            e.output_records = e.output_records.saturating_add(m.output_records);
+            e.shuffle_read = e.shuffle_read.saturating_add(m.shuffle_read_bytes());
+            e.shuffle_read_records = e.shuffle_read_records.saturating_add(m.records_read);
+            e.shuffle_write = e.shuffle_write.saturating_add(m.bytes_written);
+            e.shuffle_write_records = e.shuffle_write_records.saturating_add(m.records_written);
+            e.memory_spilled = e.memory_spilled.saturating_add(m.memory_bytes_spilled);
+            e.disk_spilled = e.disk_spilled.saturating_add(m.disk_bytes_spilled);
         }
     }
     for id in stage.executor_peaks.keys() {
@@ -140,27 +140,27 @@ pub fn executors(state: &AppState, all: bool) -> Value {
             .values()
             .flat_map(|s| s.tasks.values())
             .filter(|t| t.executor_id == e.id);
-        let (mut active, mut failed, mut completed, mut duration, mut gc) = (0, 0, 0, 0, 0);
-        let (mut input, mut read, mut write) = (0, 0, 0);
+        let (mut active, mut failed, mut completed) = (0, 0, 0);
+        let (mut duration, mut gc, mut input, mut read, mut write) = (0i64, 0i64, 0i64, 0i64, 0i64);
         for t in tasks {
             match t.status {
                 TaskStatus::Running => active += 1,
                 TaskStatus::Success => completed += 1,
                 TaskStatus::Failed | TaskStatus::Killed => failed += 1,
             }
-            duration += t.duration().unwrap_or(0);
+            duration = duration.saturating_add(t.duration().unwrap_or(0));
             if let Some(m) = &t.metrics {
-                gc += m.jvm_gc_time;
-                input += m.input_bytes;
-                read += m.shuffle_read_bytes();
-                write += m.bytes_written;
+                gc = gc.saturating_add(m.jvm_gc_time);
+                input = input.saturating_add(m.input_bytes);
+                read = read.saturating_add(m.shuffle_read_bytes());
+                write = write.saturating_add(m.bytes_written);
             }
         }
         // Spark reports the driver's whole lifetime and its peak GC time once the app ends
         if e.id == "driver"
             && let (Some(start), Some(end)) = (state.info.start_time, state.info.end_time)
         {
-            duration = end - start;
+            duration = end.saturating_sub(start);
             gc = e.peaks.map(|p| p[20]).unwrap_or(gc);
         }
         let task_cpus = 1;

@@ -34,7 +34,7 @@ fn job_data(state: &AppState, job: &crate::state::Job) -> Value {
         .iter()
         .filter(|s| s.status == StageStatus::Skipped)
         .map(|s| s.num_tasks)
-        .sum();
+        .fold(0, i64::saturating_add);
     let mut o = Map::new();
     o.insert("jobId".into(), json!(job.id));
     o.insert("name".into(), json!(job.name));

@@ -212,7 +212,7 @@ fn execution_data(
         "duration".into(),
         json!(
             exec.completion_time
-                .map(|end| end - exec.submission_time)
+                .map(|end| end.saturating_sub(exec.submission_time))
                 .unwrap_or(0)
         ),
     );

@@ -45,7 +45,7 @@ fn stage_data(stage: &Stage, opts: &StageOptions) -> Value {
         .filter(|t| t.status != TaskStatus::Running)
         .filter_map(|t| t.metrics.as_ref())
         .collect();
-    let sum = |f: fn(&TaskMetrics) -> i64| ended.iter().map(|m| f(m)).sum::<i64>();
+    let sum = |f: fn(&TaskMetrics) -> i64| ended.iter().map(|m| f(m)).fold(0, i64::saturating_add);
     let mut o = Map::new();
     o.insert("status".into(), json!(stage.status.as_str()));
     o.insert("stageId".into(), json!(stage.id));

@@ -48,7 +48,7 @@ impl AppState {
         for info in infos {
             let stage = self.stage_from_info(info)?;
             if info.get("Completion Time").is_none() {
-                num_tasks += stage.num_tasks;
+                num_tasks = stage.num_tasks.saturating_add(num_tasks);
             }
             if last_stage.as_ref().is_none_or(|(sid, _)| stage.id > *sid) {
                 last_stage = Some((stage.id, stage.name.clone()));

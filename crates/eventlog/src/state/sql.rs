@@ -116,7 +116,11 @@ impl Execution {
             let text = match kind.parse::<MetricKind>() {
                 Ok(kind) => qprof_core::metric::spark_string_naming(kind, values, max),
                 // Spark renders unknown (custom) metric types as their plain sum
-                Err(_) => values.iter().map(|v| v.value).sum::<i64>().to_string(),
+                Err(_) => values
+                    .iter()
+                    .map(|v| v.value)
+                    .fold(0, i64::saturating_add)
+                    .to_string(),
             };
             out.insert(id, text);
         });
@@ -128,7 +132,10 @@ impl Execution {
     pub fn metric_totals(&self, state: &AppState) -> HashMap<i64, i64> {
         let mut out = HashMap::new();
         self.for_each_aggregated(state, |id, _, values, _| {
-            out.insert(id, values.iter().map(|v| v.value).sum());
+            out.insert(
+                id,
+                values.iter().map(|v| v.value).fold(0, i64::saturating_add),
+            );
         });
         out
     }
@@ -257,10 +264,11 @@ fn stage_values(
         return (Vec::new(), None);
     };
     let mut values: Vec<TaskValue> = slots.into_values().collect();
-    let reported_indices = values.len() as i64;
-    for _ in reported_indices..stage.num_tasks {
-        values.push(TaskValue { value: 0, ..first });
-    }
+    // Spark pads to the stage's number of tasks; that number is the log's word, so no
+    // more padding than the attempt has tasks logged (as many, in a whole log)
+    let logged = i64::try_from(stage.tasks.len()).unwrap_or(i64::MAX);
+    let pad_to = usize::try_from(stage.num_tasks.min(logged)).unwrap_or(0);
+    values.resize(pad_to.max(values.len()), TaskValue { value: 0, ..first });
     (values, max)
 }
 

@@ -100,7 +100,7 @@ pub struct TaskMetrics {
 impl TaskMetrics {
     /// Shuffle bytes read, local and remote.
     pub fn shuffle_read_bytes(&self) -> i64 {
-        self.local_bytes_read + self.remote_bytes_read
+        self.local_bytes_read.saturating_add(self.remote_bytes_read)
     }
 }
 
@@ -142,18 +142,18 @@ pub struct Task {
 impl Task {
     /// Duration in ms: finish − launch, or `None` while running.
     pub fn duration(&self) -> Option<i64> {
-        (self.finish_time > 0).then(|| self.finish_time - self.launch_time)
+        (self.finish_time > 0).then(|| self.finish_time.saturating_sub(self.launch_time))
     }
 
     /// Spark's scheduler delay estimate for an ended task.
     pub fn scheduler_delay(&self) -> i64 {
         match (self.duration(), &self.metrics) {
-            (Some(d), Some(m)) => (d
-                - m.executor_run_time
-                - m.executor_deserialize_time
-                - m.result_serialization_time
-                - self.getting_result_duration())
-            .max(0),
+            (Some(d), Some(m)) => d
+                .saturating_sub(m.executor_run_time)
+                .saturating_sub(m.executor_deserialize_time)
+                .saturating_sub(m.result_serialization_time)
+                .saturating_sub(self.getting_result_duration())
+                .max(0),
             _ => 0,
         }
     }
@@ -161,7 +161,7 @@ impl Task {
     /// Time spent fetching the result, ms.
     pub fn getting_result_duration(&self) -> i64 {
         if self.getting_result_time > 0 && self.finish_time > 0 {
-            self.finish_time - self.getting_result_time
+            self.finish_time.saturating_sub(self.getting_result_time)
         } else {
             0
         }

@@ -34,6 +34,9 @@ use index::Index;
 pub(crate) use index::ListingEntry;
 use std::collections::BTreeMap;
 
+/// The least time between two rescans that requests for unknown application ids make.
+pub const REQUEST_RESCAN_INTERVAL: Duration = Duration::from_secs(2);
+
 /// How a store scans and what it keeps.
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
@@ -100,6 +103,8 @@ pub struct LogStore {
     index: RwLock<Arc<Index>>,
     /// Held while scanning: one scan at a time; its value is when the last one started.
     scanning: Mutex<Option<Instant>>,
+    /// When a request for an unknown id last made the store rescan.
+    rescanned_for_request: Mutex<Option<Instant>>,
     scans: AtomicU64,
     cleaned: AtomicU64,
     cache: ReplayCache,
@@ -157,6 +162,7 @@ impl LogStore {
                 ..Index::default()
             })),
             scanning: Mutex::new(None),
+            rescanned_for_request: Mutex::new(None),
             scans: AtomicU64::new(0),
             cleaned: AtomicU64::new(0),
             live: None,
@@ -289,8 +295,24 @@ impl LogStore {
         Ok(self.index().apps.values().cloned().collect())
     }
 
+    /// Whether a request for an id the index does not know may rescan now: at most once
+    /// every [`REQUEST_RESCAN_INTERVAL`], however many such requests come (each would
+    /// list the whole directory: on S3, a LIST request).
+    fn may_rescan_for_request(&self) -> bool {
+        let mut last = self
+            .rescanned_for_request
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if last.is_some_and(|at| at.elapsed() < REQUEST_RESCAN_INTERVAL) {
+            return false;
+        }
+        *last = Some(Instant::now());
+        true
+    }
+
     /// The attempts of application `id`, newest first; an id the index does not know
-    /// makes it rescan first, so a new log is found without waiting for the scanner.
+    /// makes it rescan first (at most every [`REQUEST_RESCAN_INTERVAL`]), so a new log is
+    /// found without waiting for the scanner.
     pub fn attempts(&self, id: &str) -> Result<Vec<ListedApp>, EventLogError> {
         let asked = Instant::now();
         let find = || -> Vec<ListedApp> {
@@ -304,7 +326,7 @@ impl LogStore {
             })
         };
         let mut attempts = find();
-        if attempts.is_empty() {
+        if attempts.is_empty() && self.may_rescan_for_request() {
             self.scan_since(asked);
             attempts = find();
         }

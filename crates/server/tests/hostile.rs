@@ -1,0 +1,493 @@
+//! Logs and requests written to hurt the server, each through the router (no socket): a
+//! stage stating trillions of tasks, decompression bombs of each codec, links out of the
+//! log directory, an application id made to break the Prometheus text and the download's
+//! header, a request for a host the server does not serve, without its token or user.
+//! Each is refused or skipped with its reason, and the server answers afterwards.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use qprof_eventlog::fixtures::{ORACLE_APP, copy_oracle_app};
+use qprof_eventlog::{Storage, encode_lz4_blocks};
+use qprof_server::store::StoreOptions;
+use qprof_server::{AccessOptions, LogStore, guarded, router};
+use serde_json::Value;
+use tower::ServiceExt;
+
+struct TestDir(PathBuf);
+
+impl TestDir {
+    fn new(name: &str) -> TestDir {
+        let dir = std::env::temp_dir().join(format!("qprof-hostile-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TestDir(dir)
+    }
+}
+
+impl std::ops::Deref for TestDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn options() -> StoreOptions {
+    StoreOptions {
+        update_interval: Duration::from_secs(3600),
+        replay_threads: 2,
+        ..StoreOptions::default()
+    }
+}
+
+struct Reply {
+    status: StatusCode,
+    headers: axum::http::HeaderMap,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+async fn send(app: axum::Router, request: Request<Body>) -> Reply {
+    let response = app.oneshot(request).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap()
+        .to_vec();
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+async fn get(store: &Arc<LogStore>, uri: &str) -> Reply {
+    send(
+        router(Arc::clone(store)),
+        Request::get(uri).body(Body::empty()).unwrap(),
+    )
+    .await
+}
+
+/// The oracle application as `id`, its events file rewritten by `edit`.
+fn hostile_copy(dir: &Path, id: &str, edit: impl Fn(&str) -> String) {
+    copy_oracle_app(dir, id);
+    let file = dir
+        .join(format!("eventlog_v2_{id}"))
+        .join(format!("events_1_{id}"));
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, edit(&text)).unwrap();
+}
+
+/// The skipped entries of `/qprof/v1/status`, as (entry, reason).
+async fn skipped(store: &Arc<LogStore>) -> Vec<(String, String)> {
+    let status = get(store, "/qprof/v1/status").await.json();
+    status["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["entry"].as_str().unwrap().to_string(),
+                s["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_stage_that_states_trillions_of_tasks_costs_what_its_log_holds() {
+    let dir = TestDir::new("tasks");
+    hostile_copy(&dir, "local-7", |text| {
+        text.replace("\"Number of Tasks\":2", "\"Number of Tasks\":4000000000000")
+            .replace(
+                "\"Number of Tasks\":1",
+                "\"Number of Tasks\":9223372036854775807",
+            )
+    });
+    let store = Arc::new(LogStore::open_with(&dir, options()).unwrap());
+    let list = get(&store, "/api/v1/applications/local-7/sql").await;
+    assert_eq!(list.status, StatusCode::OK, "{}", list.text());
+    let executions = list.json();
+    assert!(!executions.as_array().unwrap().is_empty());
+    for execution in executions.as_array().unwrap() {
+        let id = execution["id"].as_i64().unwrap();
+        let one = get(&store, &format!("/api/v1/applications/local-7/sql/{id}")).await;
+        assert_eq!(one.status, StatusCode::OK, "{}", one.text());
+    }
+    for uri in [
+        "/api/v1/applications/local-7/stages",
+        "/api/v1/applications/local-7/jobs",
+    ] {
+        let reply = get(&store, uri).await;
+        assert_eq!(reply.status, StatusCode::OK, "{uri}: {}", reply.text());
+    }
+    // the stage says what it says; its answer is no larger for it
+    let stages = get(&store, "/api/v1/applications/local-7/stages")
+        .await
+        .json();
+    assert!(
+        stages
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["numTasks"] == 4_000_000_000_000_i64)
+    );
+    assert_eq!(get(&store, "/api/v1/version").await.status, StatusCode::OK);
+}
+
+/// A zstd frame of `zeros` zero bytes after `head`, compressed hard.
+fn zstd_bomb(head: &[u8], zeros: usize) -> Vec<u8> {
+    let mut enc = zstd::stream::write::Encoder::new(Vec::new(), 19).unwrap();
+    enc.write_all(head).unwrap();
+    let block = vec![0u8; 1 << 20];
+    for _ in 0..zeros >> 20 {
+        enc.write_all(&block).unwrap();
+    }
+    enc.finish().unwrap()
+}
+
+#[tokio::test]
+async fn decompression_bombs_are_skipped_with_their_reason_and_the_rest_is_served() {
+    let dir = TestDir::new("bombs");
+    copy_oracle_app(&dir, "local-1");
+    // 256 MiB of zeros in a few KiB, past the limit of 64 MiB
+    let bomb = zstd_bomb(b"", 256 << 20);
+    assert!(bomb.len() < 64 << 10, "{} bytes", bomb.len());
+    std::fs::write(dir.join("local-2.zstd"), &bomb).unwrap();
+    // an lz4 header that states a 4 GiB block, 21 bytes in all
+    let mut lz4 = b"LZ4Block".to_vec();
+    lz4.push(0x20);
+    lz4.extend_from_slice(&1u32.to_le_bytes());
+    lz4.extend_from_slice(&u32::MAX.to_le_bytes());
+    lz4.extend_from_slice(&0u32.to_le_bytes());
+    lz4.push(0);
+    std::fs::write(dir.join("local-3.lz4"), &lz4).unwrap();
+    // a real start, then a line of 32 MiB of zeros (under the limit): listed, the line
+    // counted corrupt
+    let start = std::fs::read_to_string(
+        qprof_eventlog::fixtures::oracle_log_dir().join(format!("events_1_{ORACLE_APP}")),
+    )
+    .unwrap()
+    .lines()
+    .take(6)
+    .collect::<Vec<_>>()
+    .join("\n")
+    .replace(ORACLE_APP, "local-4")
+        + "\n";
+    std::fs::write(
+        dir.join("local-4.lz4"),
+        encode_lz4_blocks(&[start.as_bytes(), &vec![0u8; 32 << 20]].concat()),
+    )
+    .unwrap();
+    let storage = Storage::local().with_max_decoded_bytes(64 << 20);
+    let store = Arc::new(LogStore::open_in(storage, &dir, options()).unwrap());
+    let skipped = skipped(&store).await;
+    let reason = |entry: &str| {
+        skipped
+            .iter()
+            .find(|(e, _)| e == entry)
+            .map(|(_, r)| r.clone())
+            .unwrap_or_else(|| panic!("{entry} not skipped: {skipped:?}"))
+    };
+    assert!(
+        reason("local-2.zstd").contains("decompresses to more than 67108864 bytes"),
+        "{skipped:?}"
+    );
+    assert!(
+        reason("local-3.lz4").contains("no application start"),
+        "{skipped:?}"
+    );
+    let apps = get(&store, "/api/v1/applications").await.json();
+    let mut ids: Vec<&str> = apps
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["local-1", "local-4"]);
+    let jobs = get(&store, "/api/v1/applications/local-4/jobs").await;
+    assert_eq!(jobs.status, StatusCode::OK, "{}", jobs.text());
+    let counts = get(&store, "/qprof/v1/applications/local-4/skipped")
+        .await
+        .json();
+    assert_eq!(counts["corruptLines"], 1, "{counts}");
+    assert_eq!(
+        get(&store, "/api/v1/applications/local-1/jobs")
+            .await
+            .status,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn links_are_not_followed_and_nothing_outside_the_directory_is_served() {
+    let dir = TestDir::new("links");
+    let outside = TestDir::new("links-outside");
+    let secret = outside.join("secret");
+    std::fs::write(&secret, "the server's secret\n").unwrap();
+    copy_oracle_app(&dir, "local-1");
+    // a link beside the logs, and one inside a rolling log's directory
+    std::os::unix::fs::symlink(&secret, dir.join("local-2")).unwrap();
+    let rolling = dir.join("eventlog_v2_local-1");
+    std::os::unix::fs::symlink(&secret, rolling.join("events_2_local-1")).unwrap();
+    std::os::unix::fs::symlink(outside.as_os_str(), dir.join("eventlog_v2_local-3")).unwrap();
+    let store = Arc::new(LogStore::open_with(&dir, options()).unwrap());
+    let skipped = skipped(&store).await;
+    for entry in ["local-2", "eventlog_v2_local-3"] {
+        assert!(
+            skipped
+                .iter()
+                .any(|(e, r)| e == entry && r.contains("symbolic link")),
+            "{entry}: {skipped:?}"
+        );
+    }
+    let zip = get(&store, "/api/v1/applications/local-1/logs").await;
+    assert_eq!(zip.status, StatusCode::OK);
+    let needle = b"the server's secret";
+    assert!(
+        !zip.body.windows(needle.len()).any(|w| w == needle),
+        "the download holds the linked file"
+    );
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(zip.body)).unwrap();
+    let names: Vec<String> = (0..archive.len())
+        .map(|i| archive.by_index(i).unwrap().name().to_string())
+        .collect();
+    assert!(!names.iter().any(|n| n.contains("events_2")), "{names:?}");
+    // nothing in the answers names the server's directories
+    let status = get(&store, "/qprof/v1/status").await.text();
+    assert!(!status.contains(&*dir.to_string_lossy()), "{status}");
+    assert!(!status.contains("/tmp"), "{status}");
+}
+
+#[tokio::test]
+async fn an_application_id_made_to_inject_cannot_reach_the_metrics_text_or_the_download_header() {
+    let dir = TestDir::new("inject");
+    let evil = "evil\"} 1\nqprof_injected 1\n# x";
+    let logged = serde_json::to_string(evil).unwrap();
+    let logged = &logged[1..logged.len() - 1];
+    hostile_copy(&dir, "local-9", |text| text.replace("local-9", logged));
+    let store = Arc::new(LogStore::open_with(&dir, options()).unwrap());
+    let apps = get(&store, "/api/v1/applications").await.json();
+    assert_eq!(apps[0]["id"], evil);
+    let metrics = get(&store, "/metrics").await.text();
+    assert!(
+        metrics.lines().all(|l| !l.starts_with("qprof_injected")),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"app="evil\"} 1\nqprof_injected 1\n# x""#),
+        "{metrics}"
+    );
+    // every sample line is a name, labels that close, and a number
+    for line in metrics
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let value = line.rsplit(' ').next().unwrap();
+        assert!(value.parse::<f64>().is_ok(), "{line}");
+    }
+    let id: String = evil
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    let zip = get(&store, &format!("/api/v1/applications/{id}/logs")).await;
+    assert_eq!(zip.status, StatusCode::OK, "{}", zip.text());
+    let disposition = zip.headers[header::CONTENT_DISPOSITION].to_str().unwrap();
+    assert_eq!(
+        disposition,
+        "attachment; filename=\"eventLogs-evil___1_qprof_injected_1___x.zip\"; \
+         filename*=UTF-8''eventLogs-evil%22%7D%201%0Aqprof_injected%201%0A#%20x.zip"
+    );
+}
+
+fn guarded_app(store: &Arc<LogStore>, access: AccessOptions) -> axum::Router {
+    guarded(router(Arc::clone(store)), access)
+}
+
+#[tokio::test]
+async fn a_loopback_server_answers_loopback_names_only() {
+    let dir = TestDir::new("hosts");
+    copy_oracle_app(&dir, "local-1");
+    let store = Arc::new(LogStore::open_with(&dir, options()).unwrap());
+    let access = AccessOptions {
+        allowed_hosts: AccessOptions::default_hosts("127.0.0.1"),
+        ..AccessOptions::default()
+    };
+    let request = |host: &str| {
+        Request::get("/api/v1/applications")
+            .header(header::HOST, host)
+            .body(Body::empty())
+            .unwrap()
+    };
+    for host in [
+        "127.0.0.1:18080",
+        "localhost:18080",
+        "LOCALHOST",
+        "[::1]:18080",
+    ] {
+        let reply = send(guarded_app(&store, access.clone()), request(host)).await;
+        assert_eq!(reply.status, StatusCode::OK, "{host}: {}", reply.text());
+    }
+    // a DNS-rebinding page: its own name, resolved to the loopback address
+    for host in ["evil.example:18080", "127.0.0.1.evil.example", ""] {
+        let reply = send(guarded_app(&store, access.clone()), request(host)).await;
+        assert_eq!(reply.status, StatusCode::FORBIDDEN, "{host}");
+        assert!(reply.json()["message"].as_str().unwrap().contains("host"));
+    }
+}
+
+#[tokio::test]
+async fn a_token_is_asked_of_every_request_and_a_browser_keeps_it_in_a_cookie() {
+    let dir = TestDir::new("token");
+    copy_oracle_app(&dir, "local-1");
+    let store = Arc::new(LogStore::open_with(&dir, options()).unwrap());
+    let token = "0123456789abcdef-token";
+    let access = AccessOptions {
+        token: Some(token.to_string()),
+        ..AccessOptions::default()
+    };
+    let app = || guarded_app(&store, access.clone());
+    for uri in [
+        "/",
+        "/api/v1/applications",
+        "/metrics",
+        "/qprof/v1/status",
+        "/nope",
+    ] {
+        let reply = send(app(), Request::get(uri).body(Body::empty()).unwrap()).await;
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{uri}");
+        assert!(reply.headers.contains_key(header::WWW_AUTHENTICATE));
+    }
+    let bearer = |value: &str| {
+        Request::get("/api/v1/applications")
+            .header(header::AUTHORIZATION, format!("Bearer {value}"))
+            .body(Body::empty())
+            .unwrap()
+    };
+    assert_eq!(
+        send(app(), bearer("wrong")).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        send(app(), bearer(&token[..token.len() - 1])).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(send(app(), bearer(token)).await.status, StatusCode::OK);
+    // a browser opens a page with the token once: it keeps it, the address loses it
+    let opened = send(
+        app(),
+        Request::get(format!("/?token={token}&x=1"))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(opened.status, StatusCode::SEE_OTHER);
+    assert_eq!(opened.headers[header::LOCATION], "/?x=1");
+    let cookie = opened.headers[header::SET_COOKIE].to_str().unwrap();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let pair = cookie.split(';').next().unwrap();
+    let reply = send(
+        app(),
+        Request::get("/api/v1/applications")
+            .header(header::COOKIE, pair)
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let wrong = send(
+        app(),
+        Request::get("/?token=nope").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn behind_a_proxy_a_request_without_its_user_is_refused() {
+    let dir = TestDir::new("user");
+    let store = Arc::new(LogStore::open_with(&dir, options()).unwrap());
+    let access = AccessOptions {
+        user_header: Some("X-Forwarded-User".into()),
+        ..AccessOptions::default()
+    };
+    let anonymous = send(
+        guarded_app(&store, access.clone()),
+        Request::get("/api/v1/applications")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
+    let named = send(
+        guarded_app(&store, access),
+        Request::get("/api/v1/applications")
+            .header("x-forwarded-user", "ada")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(named.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn every_answer_carries_the_security_headers() {
+    let dir = TestDir::new("headers");
+    copy_oracle_app(&dir, "local-1");
+    let store = Arc::new(LogStore::open_with(&dir, options()).unwrap());
+    for uri in [
+        "/",
+        "/static/app.js",
+        "/api/v1/applications",
+        "/api/v1/applications/nope",
+        "/metrics",
+        "/no/such/page",
+    ] {
+        let reply = get(&store, uri).await;
+        let h = |name: header::HeaderName| {
+            reply
+                .headers
+                .get(&name)
+                .map(|v| v.to_str().unwrap().to_string())
+                .unwrap_or_else(|| panic!("{uri}: no {name}"))
+        };
+        let policy = h(header::CONTENT_SECURITY_POLICY);
+        assert!(policy.contains("script-src 'self'"), "{uri}: {policy}");
+        assert!(policy.contains("frame-ancestors 'none'"), "{uri}: {policy}");
+        assert_eq!(h(header::X_CONTENT_TYPE_OPTIONS), "nosniff", "{uri}");
+        assert_eq!(h(header::X_FRAME_OPTIONS), "DENY", "{uri}");
+        assert_eq!(h(header::REFERRER_POLICY), "no-referrer", "{uri}");
+    }
+}
