@@ -159,6 +159,22 @@ pub(crate) struct ServeArgs {
     /// X-Forwarded-User), and refuse requests without it.
     #[arg(long, value_name = "HEADER")]
     pub auth_user_header: Option<String>,
+    /// Take the user's groups from this header the proxy sets, comma-separated (e.g.
+    /// X-Forwarded-Groups).
+    #[arg(long, value_name = "HEADER", requires = "auth_user_header")]
+    pub auth_groups_header: Option<String>,
+    /// Show each user only the applications whose Spark settings admit them
+    /// (spark.ui.view.acls, spark.admin.acls and their groups; the application's user),
+    /// as Spark's spark.history.ui.acls.enable.
+    #[arg(long, requires = "auth_user_header")]
+    pub acls: bool,
+    /// Users who see every application under --acls (comma-separated, repeatable), as
+    /// Spark's spark.history.ui.admin.acls.
+    #[arg(long, value_name = "USERS", requires = "acls")]
+    pub admin_acls: Vec<String>,
+    /// Groups whose members see every application under --acls.
+    #[arg(long, value_name = "GROUPS", requires = "acls")]
+    pub admin_acls_groups: Vec<String>,
 }
 
 /// A duration such as `500ms`, `10s`, `5m`, `2h` or `7d` (a bare number is seconds).

@@ -100,6 +100,24 @@ pub(crate) async fn dispatch(command: ClusterCommand) -> Result<()> {
     }
 }
 
+/// The warning a scheduler or executor prints when it listens beyond this machine:
+/// Ballista authenticates no one, and runs whatever plan it is sent.
+fn exposed_warning(role: &str, address: &str) -> String {
+    format!(
+        "warning: the {role} listens on {address}, beyond this machine: anyone who reaches it can run plans that read and write files with this process's rights (Ballista authenticates no one); keep its ports on a private network (see \"Running it for a team\" in the guide)"
+    )
+}
+
+/// Whether `host` names this machine's loopback interface only.
+fn is_loopback_host(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 async fn scheduler(args: SchedulerArgs) -> Result<()> {
     crate::cli::check_dir(&args.event_log_dir)?;
     std::fs::create_dir_all(&args.event_log_dir).with_context(|| {
@@ -127,6 +145,9 @@ async fn scheduler(args: SchedulerArgs) -> Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", args.bind))?;
     let bound = listener.local_addr()?;
+    if !bound.ip().is_loopback() {
+        eprintln!("{}", exposed_warning("scheduler", &bound.to_string()));
+    }
     let options = SchedulerOptions {
         external_host: bound.ip().to_string(),
         executor_timeout_seconds: args.executor_timeout.as_secs().max(1),
@@ -195,6 +216,18 @@ async fn executor(args: ExecutorArgs) -> Result<()> {
         memory_pool_bytes: args.memory_limit.map(|b| b as u64),
         heartbeat_seconds: args.heartbeat.as_secs().max(1),
     };
+    if !is_loopback_host(&args.host) {
+        eprintln!(
+            "{}",
+            exposed_warning(
+                "executor",
+                &format!(
+                    "{} (ports {} and {})",
+                    args.host, args.flight_port, args.grpc_port
+                )
+            )
+        );
+    }
     println!(
         "executor {} on {}:{} with {vcores} task slots, scheduler {}",
         args.id.as_deref().unwrap_or("(new id)"),

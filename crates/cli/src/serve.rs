@@ -97,10 +97,25 @@ fn access_options(args: &ServeArgs) -> Result<qprof_server::AccessOptions> {
     } else {
         args.allowed_hosts.clone()
     };
+    let names = |lists: &[String]| -> Vec<String> {
+        lists
+            .iter()
+            .flat_map(|l| l.split(','))
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let acls = args.acls.then(|| qprof_server::AclOptions {
+        admins: names(&args.admin_acls),
+        admin_groups: names(&args.admin_acls_groups),
+    });
     Ok(qprof_server::AccessOptions {
         allowed_hosts,
         token,
         user_header: args.auth_user_header.clone(),
+        groups_header: args.auth_groups_header.clone(),
+        acls,
     })
 }
 
@@ -246,12 +261,12 @@ pub(crate) async fn sql_worker(args: SqlWorkerArgs) -> Result<()> {
     let out = Arc::new(std::sync::Mutex::new(std::io::stdout()));
     let mut running = tokio::task::JoinSet::new();
     while let Some(line) = incoming.recv().await {
-        let Some((id, sql)) = qprof_server::sql_worker::read_worker_request(&line) else {
+        let Some((id, sql, audience)) = qprof_server::sql_worker::read_worker_request(&line) else {
             continue;
         };
         let (service, out) = (service.clone(), Arc::clone(&out));
         running.spawn(async move {
-            let reply = service.answer(&sql).await;
+            let reply = service.answer_for(&sql, audience).await;
             let line = qprof_server::sql_worker::worker_reply(id, &reply);
             let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
             // a server that went away reads nothing more: nothing to do

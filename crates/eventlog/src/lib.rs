@@ -59,8 +59,8 @@ pub use replay::{Replay, scan_info};
 pub use snapshot::{LogStamp, SNAPSHOT_VERSION, SnapshotError};
 pub use spark::{EXECUTOR_METRIC_NAMES, format_date, parse_date};
 pub use state::{
-    AppInfo, AppState, Execution, Executor, Job, PlanMetric, PlanNode, ProfileSummary, Stage,
-    StageStatus, Task, TaskMetrics, TaskStatus,
+    AppAcls, AppInfo, AppState, Execution, Executor, Job, PlanMetric, PlanNode, ProfileSummary,
+    Stage, StageStatus, Task, TaskMetrics, TaskStatus,
 };
 pub use storage::{
     DEFAULT_MAX_DECODED_BYTES, EntryKind, Listed, LogStorage, ROLLING_DIR_PREFIX, SkippedEntry,

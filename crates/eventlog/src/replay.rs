@@ -385,6 +385,7 @@ fn apply_listing_events(data: &[u8], final_part: bool, info: &mut AppInfo) -> bo
         let wanted = match line.strip_prefix(b"{\"Event\":\"") {
             Some(rest) => {
                 rest.starts_with(b"SparkListenerLogStart\"")
+                    || rest.starts_with(b"SparkListenerEnvironmentUpdate\"")
                     || rest.starts_with(b"SparkListenerApplicationStart\"")
                     || rest.starts_with(b"SparkListenerApplicationEnd\"")
             }

@@ -17,7 +17,7 @@ use crate::replay::Replay;
 use crate::state::AppState;
 
 /// The version of the layout and of the state's encoding; files of another are refused.
-pub const SNAPSHOT_VERSION: u32 = 3;
+pub const SNAPSHOT_VERSION: u32 = 4;
 
 const MAGIC: &[u8; 12] = b"QPROFREPLAY\0";
 const HEADER_BYTES: usize = 12 + 4 + 8 + 8 + 8 + 4;

@@ -17,8 +17,8 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use futures::StreamExt;
-use qprof_server::LogStore;
 use qprof_server::store::ListedApp;
+use qprof_server::{Audience, LogStore};
 
 use crate::prune::Selection;
 use crate::tables::{AppSource, Table};
@@ -60,6 +60,8 @@ impl TableProvider for HistoryTable {
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let selection = Selection::of(filters);
+        // a statement sees the applications its audience may view (all, without one)
+        let audience = state.config().get_extension::<Audience>();
         let apps: Vec<ListedApp> = self
             .store
             .list()
@@ -68,7 +70,9 @@ impl TableProvider for HistoryTable {
             .filter(|a| {
                 // a log without an end (running, or died) keeps every later time
                 let end = a.info.end_time.filter(|_| !a.source.in_progress);
-                selection.keeps_app(a.id()) && selection.keeps_run(a.info.start_time, end)
+                selection.keeps_app(a.id())
+                    && selection.keeps_run(a.info.start_time, end)
+                    && audience.as_ref().is_none_or(|v| v.may_view(&a.info))
             })
             .collect();
         let projection: Vec<usize> = match projection {

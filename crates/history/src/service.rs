@@ -15,8 +15,8 @@ use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 use futures::StreamExt;
-use qprof_server::LogStore;
 use qprof_server::sql::{SqlAnswer, SqlColumn, SqlError, SqlRunner, SqlStop};
+use qprof_server::{Audience, LogStore};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
@@ -131,6 +131,15 @@ impl SqlService {
     /// [`SqlError::Rejected`] for a statement that does not parse or plan, or that is not
     /// a query; [`SqlError::Failed`] if it fails while it runs.
     pub async fn answer(&self, sql: &str) -> Result<SqlAnswer, SqlError> {
+        self.answer_for(sql, Audience::everyone()).await
+    }
+
+    /// The answer to `sql` over the applications `audience` may view (the tables hold no
+    /// row of any other), stopped at the limits.
+    ///
+    /// # Errors
+    /// As [`SqlService::answer`].
+    pub async fn answer_for(&self, sql: &str, audience: Audience) -> Result<SqlAnswer, SqlError> {
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + self.limits.timeout;
         let stopped = || SqlAnswer {
@@ -147,7 +156,11 @@ impl SqlService {
             return Ok(stopped());
         };
         let _turn = turn.map_err(|e| SqlError::Failed(one_line(e)))?;
-        answer(&self.ctx, self.limits, sql, started, deadline).await
+        // the statement's session: the service's, knowing who asks
+        let mut state = self.ctx.state();
+        state.config_mut().set_extension(Arc::new(audience));
+        let ctx = SessionContext::new_with_state(state);
+        answer(&ctx, self.limits, sql, started, deadline).await
     }
 }
 
@@ -155,9 +168,10 @@ impl SqlRunner for SqlService {
     fn run(
         &self,
         sql: String,
+        audience: Audience,
     ) -> Pin<Box<dyn Future<Output = Result<SqlAnswer, SqlError>> + Send>> {
         let this = self.clone();
-        Box::pin(async move { this.answer(&sql).await })
+        Box::pin(async move { this.answer_for(&sql, audience).await })
     }
 }
 

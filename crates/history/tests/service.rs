@@ -194,3 +194,63 @@ async fn an_answer_stops_at_its_size_and_keeps_large_integers_exact() {
         ]]
     );
 }
+
+#[tokio::test]
+async fn a_user_s_statements_see_only_the_applications_their_acls_admit() {
+    use qprof_server::{AclOptions, Audience, Viewer};
+    let dir =
+        std::env::temp_dir().join(format!("qprof-history-service-acls-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // three runs of the fixture: ada's, ada's shared with bob, eve's
+    for (id, user, acls) in [
+        ("local-1", "ada", ""),
+        ("local-2", "ada", ",\"spark.ui.view.acls\":\"bob\""),
+        ("local-3", "eve", ""),
+    ] {
+        qprof_eventlog::fixtures::copy_oracle_app(&dir, id);
+        let file = dir
+            .join(format!("eventlog_v2_{id}"))
+            .join(format!("events_1_{id}"));
+        let text = std::fs::read_to_string(&file).unwrap();
+        let text = text
+            .replace("\"User\":\"root\"", &format!("\"User\":\"{user}\""))
+            .replacen(
+                "\"spark.app.name\":\"oracle-app-1\"",
+                &format!("\"spark.app.name\":\"oracle-app-1\"{acls}"),
+                1,
+            );
+        std::fs::write(&file, text).unwrap();
+    }
+    let store = Arc::new(LogStore::open(&dir).unwrap());
+    let service = SqlService::new(store, SqlLimits::default()).unwrap();
+    let audience = |user: &str| Audience {
+        acls: Some(Arc::new(AclOptions {
+            admins: vec!["root".into()],
+            admin_groups: Vec::new(),
+        })),
+        viewer: Some(Viewer {
+            user: user.into(),
+            groups: Vec::new(),
+        }),
+    };
+    for (user, sees) in [
+        ("ada", vec!["local-1", "local-2"]),
+        ("bob", vec!["local-2"]),
+        ("zed", vec![]),
+        ("root", vec!["local-1", "local-2", "local-3"]),
+    ] {
+        for table in ["applications", "stages", "queries"] {
+            let answer = service
+                .answer_for(
+                    &format!("SELECT DISTINCT app_id FROM qprof.{table} ORDER BY app_id"),
+                    audience(user),
+                )
+                .await
+                .unwrap();
+            let ids: Vec<&str> = answer.rows.iter().map(|r| r[0].as_str().unwrap()).collect();
+            assert_eq!(ids, sees, "{user}'s qprof.{table}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -16,6 +16,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use subtle::ConstantTimeEq;
 
+use crate::acl::{AclOptions, Audience, Viewer};
+
 /// The cookie a browser keeps the token in once it opened a page with `?token=`.
 pub const TOKEN_COOKIE: &str = "qprof_token";
 
@@ -35,6 +37,12 @@ pub struct AccessOptions {
     /// The header a trusted reverse proxy names the user in (e.g. `X-Forwarded-User`):
     /// a request without it is refused. `None`: users are not named.
     pub user_header: Option<String>,
+    /// The header the proxy names the user's groups in, comma-separated (e.g.
+    /// `X-Forwarded-Groups`).
+    pub groups_header: Option<String>,
+    /// The ACLs that decide which applications a user sees ([`crate::acl`]); `None`:
+    /// everyone sees every application.
+    pub acls: Option<AclOptions>,
 }
 
 impl std::fmt::Debug for AccessOptions {
@@ -43,6 +51,8 @@ impl std::fmt::Debug for AccessOptions {
             .field("allowed_hosts", &self.allowed_hosts)
             .field("token", &self.token.as_ref().map(|_| "…"))
             .field("user_header", &self.user_header)
+            .field("groups_header", &self.groups_header)
+            .field("acls", &self.acls)
             .finish()
     }
 }
@@ -68,11 +78,6 @@ impl AccessOptions {
         }
     }
 }
-
-/// The user a request was authenticated as, in its extensions when the server names
-/// users ([`AccessOptions::user_header`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Viewer(pub String);
 
 /// A refusal: its status and one-line message.
 #[derive(Debug)]
@@ -133,8 +138,13 @@ fn query_token(query: Option<&str>) -> Option<&str> {
         .map(|(_, value)| value)
 }
 
-/// Checks a request against `options`: its host, its token, its user.
-fn admit(options: &AccessOptions, request: &mut Request) -> Result<Option<Response>, Refused> {
+/// Checks a request against `options`: its host, its token, its user; puts its
+/// [`Audience`] in its extensions.
+fn admit(
+    options: &AccessOptions,
+    acls: Option<&Arc<AclOptions>>,
+    request: &mut Request,
+) -> Result<Option<Response>, Refused> {
     let headers = request.headers();
     if !options.allowed_hosts.is_empty() {
         let host = headers
@@ -178,6 +188,7 @@ fn admit(options: &AccessOptions, request: &mut Request) -> Result<Option<Respon
             ));
         }
     }
+    let mut viewer = None;
     if let Some(name) = &options.user_header {
         let user = headers
             .get(name.as_str())
@@ -191,8 +202,26 @@ fn admit(options: &AccessOptions, request: &mut Request) -> Result<Option<Respon
                 format!("no user named in the request's '{name}' header"),
             ));
         };
-        request.extensions_mut().insert(Viewer(user));
+        let groups = options
+            .groups_header
+            .as_ref()
+            .and_then(|g| headers.get(g.as_str()))
+            .and_then(|v| v.to_str().ok())
+            .map(|v| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|g| !g.is_empty())
+                    .take(1024)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        viewer = Some(Viewer { user, groups });
     }
+    request.extensions_mut().insert(Audience {
+        acls: acls.cloned(),
+        viewer,
+    });
     Ok(None)
 }
 
@@ -223,13 +252,20 @@ fn token_redirect(request: &Request, token: &str) -> Response {
     response
 }
 
+/// What [`crate::guarded`] keeps: the options, and the ACLs shared by every request.
+#[derive(Debug)]
+pub(crate) struct Guard {
+    pub(crate) options: AccessOptions,
+    pub(crate) acls: Option<Arc<AclOptions>>,
+}
+
 /// The middleware [`crate::guarded`] puts in front of every route.
 pub(crate) async fn guard(
-    State(options): State<Arc<AccessOptions>>,
+    State(guard): State<Arc<Guard>>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    match admit(&options, &mut request) {
+    match admit(&guard.options, guard.acls.as_ref(), &mut request) {
         Ok(Some(redirect)) => redirect,
         Ok(None) => next.run(request).await,
         Err(refused) => refused.into_response(),

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::acl::Audience;
 use crate::store::{ListedApp, ListingEntry, LogStore, StoreStatus};
 
 /// What an API request produces.
@@ -47,6 +48,9 @@ pub(crate) enum ApiError {
     /// A malformed parameter (400).
     #[error("{0}")]
     BadRequest(String),
+    /// Not for this user (403).
+    #[error("{0}")]
+    Forbidden(String),
     /// The log could not be read (500).
     #[error("{0}")]
     Log(#[from] EventLogError),
@@ -91,6 +95,7 @@ impl ApiError {
         match self {
             ApiError::NotFound(m) => ApiError::NotFound(public_text(&m, dir)),
             ApiError::BadRequest(m) => ApiError::BadRequest(public_text(&m, dir)),
+            ApiError::Forbidden(m) => ApiError::Forbidden(m),
             ApiError::Log(e) => ApiError::Internal(public_text(&e.to_string(), dir)),
             ApiError::Internal(m) => ApiError::Internal(public_text(&m, dir)),
         }
@@ -103,6 +108,7 @@ impl IntoResponse for ApiError {
         let status = match self {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::Log(_) | ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         (status, axum::Json(json!({ "message": self.to_string() }))).into_response()
@@ -246,7 +252,7 @@ fn application_json(id: &str, attempts: &[ListedApp]) -> Value {
 }
 
 /// `/api/v1/applications` with Spark's filters.
-fn applications(store: &LogStore, params: &Params) -> ApiResult {
+fn applications(store: &LogStore, audience: &Audience, params: &Params) -> ApiResult {
     let status = match params.get("status").map(str::to_ascii_lowercase).as_deref() {
         None => None,
         Some("completed") => Some(true),
@@ -272,6 +278,7 @@ fn applications(store: &LogStore, params: &Params) -> ApiResult {
     for entry in listing
         .iter()
         .filter(|e| e.attempts.iter().any(keep))
+        .filter(|e| e.infos.iter().any(|info| audience.may_view(info)))
         .take(limit)
     {
         if text.len() > 1 {
@@ -328,6 +335,7 @@ fn render_listing(apps: &BTreeMap<String, ListedApp>) -> Vec<ListingEntry> {
             ListingEntry {
                 order,
                 attempts: facts,
+                infos: attempts.iter().map(|a| a.info.clone()).collect(),
                 json: rest::application_info(id, &sources).to_string().into(),
             }
         })
@@ -350,12 +358,17 @@ const RESOURCES: [&str; 9] = [
 ];
 
 /// Answers `GET /api/v1/<segments>`.
-pub(crate) fn api_v1(store: &LogStore, segments: &[&str], params: &Params) -> ApiResult {
+pub(crate) fn api_v1(
+    store: &LogStore,
+    audience: &Audience,
+    segments: &[&str],
+    params: &Params,
+) -> ApiResult {
     match segments {
         ["version"] => Ok(Answer::Json(rest::version())),
-        ["applications"] => applications(store, params),
+        ["applications"] => applications(store, audience, params),
         ["applications", id, rest @ ..] => {
-            let attempts = store.attempts(id)?;
+            let attempts = visible_attempts(store, audience, id)?;
             if attempts.is_empty() {
                 return Err(ApiError::NotFound(format!("no such app: {id}")));
             }
@@ -471,8 +484,16 @@ fn app_resource(store: &LogStore, app: &ListedApp, path: &[&str], params: &Param
 }
 
 /// Answers `GET /qprof/v1/<segments>`: qprof's additions to Spark's API.
-pub(crate) fn qprof_v1(store: &LogStore, segments: &[&str], params: &Params) -> ApiResult {
+pub(crate) fn qprof_v1(
+    store: &LogStore,
+    audience: &Audience,
+    segments: &[&str],
+    params: &Params,
+) -> ApiResult {
     match segments {
+        ["status"] if !audience.sees_all() => Err(ApiError::Forbidden(
+            "the server's status is its admins' (--admin-acls)".into(),
+        )),
         ["status"] => {
             let mut status = status_json(&store.status());
             // a running application's own server: its traces' export too
@@ -484,14 +505,14 @@ pub(crate) fn qprof_v1(store: &LogStore, segments: &[&str], params: &Params) -> 
         }
         ["metrics"] => Ok(Answer::Json(metric_catalog_json())),
         ["applications", id, "sql", exec, "profile"] => {
-            let replay = first_attempt_replay(store, id)?;
+            let replay = first_attempt_replay(store, audience, id)?;
             Ok(Answer::Json(rest::qprof_profile(
                 replay.state(),
                 id_segment(exec, "query execution id")?,
             )?))
         }
         ["applications", id, "sql", exec, "flamegraph.svg"] => {
-            let replay = first_attempt_replay(store, id)?;
+            let replay = first_attempt_replay(store, audience, id)?;
             Ok(Answer::Svg(rest::qprof_flame_graph(
                 replay.state(),
                 id_segment(exec, "query execution id")?,
@@ -506,7 +527,7 @@ pub(crate) fn qprof_v1(store: &LogStore, segments: &[&str], params: &Params) -> 
             node,
             "flamegraph.svg",
         ] => {
-            let replay = first_attempt_replay(store, id)?;
+            let replay = first_attempt_replay(store, audience, id)?;
             Ok(Answer::Svg(rest::qprof_operator_flame_graph(
                 replay.state(),
                 id_segment(exec, "query execution id")?,
@@ -514,7 +535,7 @@ pub(crate) fn qprof_v1(store: &LogStore, segments: &[&str], params: &Params) -> 
             )?))
         }
         ["applications", id, "skipped"] => {
-            let replay = first_attempt_replay(store, id)?;
+            let replay = first_attempt_replay(store, audience, id)?;
             let s = replay.state().skipped;
             Ok(Answer::Json(json!({
                 "unknownEvents": s.unknown_events,
@@ -522,10 +543,10 @@ pub(crate) fn qprof_v1(store: &LogStore, segments: &[&str], params: &Params) -> 
                 "bytesReplayed": replay.bytes_applied(),
             })))
         }
-        ["compare"] => compare(store, params),
+        ["compare"] => compare(store, audience, params),
         ["compare", "flamegraph.svg"] => Ok(Answer::Svg(rest::qprof_differential_flame_graph(
-            &compared_run(store, params, "before")?,
-            &compared_run(store, params, "after")?,
+            &compared_run(store, audience, params, "before")?,
+            &compared_run(store, audience, params, "after")?,
         )?)),
         _ => Err(ApiError::NotFound(format!(
             "no such endpoint: /qprof/v1/{}",
@@ -572,8 +593,24 @@ fn metric_catalog_json() -> Value {
 }
 
 /// The replay of application `id`'s first listed attempt.
-fn first_attempt_replay(store: &LogStore, id: &str) -> Result<Arc<Replay>, ApiError> {
-    let attempts = store.attempts(id)?;
+/// The attempts of application `id` that `audience` may view (none: as for an id that
+/// does not exist).
+fn visible_attempts(
+    store: &LogStore,
+    audience: &Audience,
+    id: &str,
+) -> Result<Vec<ListedApp>, ApiError> {
+    let mut attempts = store.attempts(id)?;
+    attempts.retain(|a| audience.may_view(&a.info));
+    Ok(attempts)
+}
+
+fn first_attempt_replay(
+    store: &LogStore,
+    audience: &Audience,
+    id: &str,
+) -> Result<Arc<Replay>, ApiError> {
+    let attempts = visible_attempts(store, audience, id)?;
     let app = attempts
         .first()
         .ok_or_else(|| ApiError::NotFound(format!("no such app: {id}")))?;
@@ -582,7 +619,7 @@ fn first_attempt_replay(store: &LogStore, id: &str) -> Result<Arc<Replay>, ApiEr
 
 /// `/qprof/v1/compare?before=APP:SQLID&after=APP:SQLID[&threshold=PCT]`: two logged runs
 /// of a query compared operator by operator ([`profile_diff`]).
-fn compare(store: &LogStore, params: &Params) -> ApiResult {
+fn compare(store: &LogStore, audience: &Audience, params: &Params) -> ApiResult {
     let threshold = match params.get("threshold") {
         None => DEFAULT_REGRESSION_THRESHOLD_PERCENT,
         Some(v) => v
@@ -596,8 +633,8 @@ fn compare(store: &LogStore, params: &Params) -> ApiResult {
             })?,
     };
     let (before, after) = (
-        compared_run(store, params, "before")?,
-        compared_run(store, params, "after")?,
+        compared_run(store, audience, params, "before")?,
+        compared_run(store, audience, params, "after")?,
     );
     let mut answer = diff_queries(&before, &after, threshold).to_json();
     answer["thresholdPercent"] = json!(threshold);
@@ -606,7 +643,12 @@ fn compare(store: &LogStore, params: &Params) -> ApiResult {
 }
 
 /// The logged profile of the run parameter `key` names (`APP:SQLID`).
-fn compared_run(store: &LogStore, params: &Params, key: &str) -> Result<QueryJson, ApiError> {
+fn compared_run(
+    store: &LogStore,
+    audience: &Audience,
+    params: &Params,
+    key: &str,
+) -> Result<QueryJson, ApiError> {
     let spec = params
         .get(key)
         .ok_or_else(|| ApiError::BadRequest(format!("parameter '{key}' (APP:SQLID) is missing")))?;
@@ -615,7 +657,7 @@ fn compared_run(store: &LogStore, params: &Params, key: &str) -> Result<QueryJso
     })?;
     let exec = id_segment(exec, "query execution id")?;
     Ok(rest::logged_profile(
-        first_attempt_replay(store, app)?.state(),
+        first_attempt_replay(store, audience, app)?.state(),
         exec,
     )?)
 }

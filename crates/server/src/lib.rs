@@ -22,6 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 pub mod access;
+pub mod acl;
 mod api;
 pub mod live;
 mod metrics;
@@ -31,7 +32,8 @@ pub mod sql_worker;
 pub mod store;
 mod ui;
 
-pub use access::{AccessOptions, Viewer};
+pub use access::AccessOptions;
+pub use acl::{AclOptions, Audience, Viewer};
 pub use live::LiveSource;
 pub use object_storage::ObjectStorage;
 pub use sql::{SqlAnswer, SqlColumn, SqlError, SqlRunner, SqlStop};
@@ -95,17 +97,22 @@ pub fn router_with_sql(store: Shared, sql: Arc<dyn SqlRunner>) -> Router {
 /// `router` (any of this crate's) behind `access`: a request for a host it does not
 /// allow, or without its token or user, is refused before any route sees it.
 pub fn guarded(router: Router, access: AccessOptions) -> Router {
+    let acls = access.acls.clone().map(Arc::new);
+    let guard = access::Guard {
+        options: access,
+        acls,
+    };
     router.layer(axum::middleware::from_fn_with_state(
-        Arc::new(access),
+        Arc::new(guard),
         access::guard,
     ))
 }
 
 /// The routes both servers have; `/metrics` adds `live`'s gauges when there is one.
 fn routes(live: Option<Arc<dyn LiveSource>>) -> Router<Shared> {
-    let metrics = move |State(store): State<Shared>| {
+    let metrics = move |State(store): State<Shared>, audience: MaybeAudience| {
         let live = live.clone();
-        async move { prometheus(store, live).await }
+        async move { prometheus(store, audience_of(audience), live).await }
     };
     Router::new()
         .route("/", get(ui::index))
@@ -136,13 +143,25 @@ fn segments(path: &str) -> Vec<String> {
 
 type QueryParams = Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>;
 
+/// The audience of a request: the one [`guarded`] admitted it as, or everyone.
+type MaybeAudience = Option<axum::Extension<Audience>>;
+
+fn audience_of(audience: MaybeAudience) -> Audience {
+    audience.map(|axum::Extension(a)| a).unwrap_or_default()
+}
+
+/// What an API request's handler is given: the store, who asks, the path's segments and
+/// the query's parameters.
+type Handler = fn(&LogStore, &Audience, &[&str], &Params) -> Result<Answer, ApiError>;
+
 /// Answers a request under an API prefix with `handler`, given the path's segments and
 /// the query's parameters (a malformed query string is a 400).
 async fn answer_api(
     store: Shared,
+    audience: Audience,
     path: String,
     params: QueryParams,
-    handler: fn(&LogStore, &[&str], &Params) -> Result<Answer, ApiError>,
+    handler: Handler,
 ) -> Response {
     let params = match params {
         Ok(Query(p)) => Params(p),
@@ -151,32 +170,39 @@ async fn answer_api(
     blocking(move || {
         let segs = segments(&path);
         let refs: Vec<&str> = segs.iter().map(String::as_str).collect();
-        handler(&store, &refs, &params).map_err(|e| e.public(store.dir()))
+        handler(&store, &audience, &refs, &params).map_err(|e| e.public(store.dir()))
     })
     .await
 }
 
 async fn api_v1(
     State(store): State<Shared>,
+    audience: MaybeAudience,
     Path(path): Path<String>,
     params: QueryParams,
 ) -> Response {
-    answer_api(store, path, params, api::api_v1).await
+    answer_api(store, audience_of(audience), path, params, api::api_v1).await
 }
 
 async fn qprof_v1(
     State(store): State<Shared>,
+    audience: MaybeAudience,
     Path(path): Path<String>,
     params: QueryParams,
 ) -> Response {
-    answer_api(store, path, params, api::qprof_v1).await
+    answer_api(store, audience_of(audience), path, params, api::qprof_v1).await
 }
 
-async fn prometheus(store: Shared, live: Option<Arc<dyn LiveSource>>) -> Response {
+async fn prometheus(
+    store: Shared,
+    audience: Audience,
+    live: Option<Arc<dyn LiveSource>>,
+) -> Response {
     let dir = store.dir().to_path_buf();
     let exposition = move || {
-        let live = live.map(|l| l.live());
-        metrics::exposition(&store, live.as_ref())
+        // the running application's own gauges are its viewers' only
+        let live = live.filter(|_| audience.sees_all()).map(|l| l.live());
+        metrics::exposition(&store, &audience, live.as_ref())
     };
     match tokio::task::spawn_blocking(exposition).await {
         Ok(Ok(text)) => (

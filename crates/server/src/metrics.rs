@@ -13,6 +13,7 @@ use qprof_eventlog::EXECUTOR_METRIC_NAMES;
 use qprof_eventlog::{LiveState, RunningQuery};
 use std::sync::atomic::AtomicU64;
 
+use crate::acl::Audience;
 use crate::api::ApiError;
 use crate::store::LogStore;
 use qprof_core::metric::saturating_i64;
@@ -48,8 +49,13 @@ fn escape_label_value(value: &str) -> String {
 ///
 /// # Errors
 /// The log directory cannot be listed.
-pub(crate) fn exposition(store: &LogStore, live: Option<&LiveState>) -> Result<String, ApiError> {
-    let apps = store.list().map_err(ApiError::Log)?;
+pub(crate) fn exposition(
+    store: &LogStore,
+    audience: &Audience,
+    live: Option<&LiveState>,
+) -> Result<String, ApiError> {
+    let mut apps = store.list().map_err(ApiError::Log)?;
+    apps.retain(|a| audience.may_view(&a.info));
     let applications = Family::<Labels, Gauge>::default();
     let peaks = Family::<Labels, Gauge>::default();
     let queries = Family::<Labels, Gauge>::default();

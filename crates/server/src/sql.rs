@@ -11,6 +11,7 @@ use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use crate::acl::Audience;
 use crate::api::ApiError;
 
 /// One column of an answer: its name and its type as the engine names it.
@@ -60,9 +61,12 @@ pub enum SqlError {
 
 /// What answers `/qprof/v1/sql`: runs one read-only statement within its limits.
 pub trait SqlRunner: Send + Sync {
-    /// The answer to `sql`.
-    fn run(&self, sql: String)
-    -> Pin<Box<dyn Future<Output = Result<SqlAnswer, SqlError>> + Send>>;
+    /// The answer to `sql`, over the applications `audience` may view.
+    fn run(
+        &self,
+        sql: String,
+        audience: Audience,
+    ) -> Pin<Box<dyn Future<Output = Result<SqlAnswer, SqlError>> + Send>>;
 }
 
 /// The longest statement accepted, in bytes.
@@ -85,12 +89,16 @@ fn statement(sql: Option<&str>) -> Result<String, ApiError> {
     Ok(sql.to_string())
 }
 
-async fn answer(runner: Arc<dyn SqlRunner>, sql: Result<String, ApiError>) -> Response {
+async fn answer(
+    runner: Arc<dyn SqlRunner>,
+    audience: Audience,
+    sql: Result<String, ApiError>,
+) -> Response {
     let sql = match sql {
         Ok(sql) => sql,
         Err(e) => return e.into_response(),
     };
-    match runner.run(sql).await {
+    match runner.run(sql, audience).await {
         Ok(answer) => (
             [(header::CONTENT_TYPE, "application/json")],
             axum::Json(answer.to_json()),
@@ -159,6 +167,7 @@ impl SqlAnswer {
 /// CSRF rule: [`crate::access::check_work_request`]).
 pub(crate) async fn get_sql(
     State(runner): State<Arc<dyn SqlRunner>>,
+    audience: Option<axum::Extension<Audience>>,
     headers: HeaderMap,
     params: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
@@ -174,13 +183,19 @@ pub(crate) async fn get_sql(
         ),
         Err(e) => Err(ApiError::BadRequest(e.body_text())),
     };
-    answer(runner, sql).await
+    answer(
+        runner,
+        audience.map(|axum::Extension(a)| a).unwrap_or_default(),
+        sql,
+    )
+    .await
 }
 
 /// `POST /qprof/v1/sql` with `{"sql": "…"}` (as `application/json`), or the statement as
 /// the body with the header [`crate::access::WORK_HEADER`].
 pub(crate) async fn post_sql(
     State(runner): State<Arc<dyn SqlRunner>>,
+    audience: Option<axum::Extension<Audience>>,
     headers: HeaderMap,
     body: String,
 ) -> Response {
@@ -198,5 +213,10 @@ pub(crate) async fn post_sql(
         },
         _ => statement(Some(&body)),
     };
-    answer(runner, sql).await
+    answer(
+        runner,
+        audience.map(|axum::Extension(a)| a).unwrap_or_default(),
+        sql,
+    )
+    .await
 }

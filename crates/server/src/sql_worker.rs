@@ -22,6 +22,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
+use crate::acl::Audience;
 use crate::sql::{SqlAnswer, SqlError, SqlRunner, SqlStop};
 
 /// How long past its own time limit a statement's reply may take before its worker is
@@ -73,9 +74,9 @@ impl std::fmt::Debug for WorkerRunner {
     }
 }
 
-/// The request line for statement `id`.
-pub fn worker_request(id: u64, sql: &str) -> String {
-    json!({ "id": id, "sql": sql }).to_string()
+/// The request line for statement `id`, over what `audience` may view.
+pub fn worker_request(id: u64, sql: &str, audience: &Audience) -> String {
+    json!({ "id": id, "sql": sql, "audience": audience.to_json() }).to_string()
 }
 
 /// The reply line for statement `id`.
@@ -88,10 +89,14 @@ pub fn worker_reply(id: u64, reply: &Result<SqlAnswer, SqlError>) -> String {
     .to_string()
 }
 
-/// A request line read back: its id and statement.
-pub fn read_worker_request(line: &str) -> Option<(u64, String)> {
+/// A request line read back: its id, statement and audience.
+pub fn read_worker_request(line: &str) -> Option<(u64, String, Audience)> {
     let value: Value = serde_json::from_str(line).ok()?;
-    Some((value["id"].as_u64()?, value["sql"].as_str()?.to_string()))
+    Some((
+        value["id"].as_u64()?,
+        value["sql"].as_str()?.to_string(),
+        Audience::from_json(&value["audience"])?,
+    ))
 }
 
 /// A reply line read back.
@@ -250,7 +255,7 @@ impl Worker {
 }
 
 impl SqlRunner for WorkerRunner {
-    fn run(&self, sql: String) -> Pin<Box<dyn Future<Output = Reply> + Send>> {
+    fn run(&self, sql: String, audience: Audience) -> Pin<Box<dyn Future<Output = Reply> + Send>> {
         let worker = self.worker();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let wait = self.command.timeout + GRACE;
@@ -267,7 +272,7 @@ impl SqlRunner for WorkerRunner {
             if !worker.alive.load(Ordering::SeqCst) {
                 worker.fail_pending(&ended_because(None, limit));
             }
-            if let Err(e) = worker.send(&worker_request(id, &sql)) {
+            if let Err(e) = worker.send(&worker_request(id, &sql, &audience)) {
                 worker.kill(&format!("the SQL worker is gone ({e}); try again"));
             }
             match tokio::time::timeout(wait, reply).await {

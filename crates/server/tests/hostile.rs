@@ -491,3 +491,118 @@ async fn every_answer_carries_the_security_headers() {
         assert_eq!(h(header::REFERRER_POLICY), "no-referrer", "{uri}");
     }
 }
+
+/// The oracle application as `id`, run by `user`, with the Spark properties `acls` (e.g.
+/// `"spark.ui.view.acls":"bob"`) in its environment.
+fn app_with_acls(dir: &Path, id: &str, user: &str, acls: &str) {
+    hostile_copy(dir, id, |text| {
+        let with = if acls.is_empty() {
+            String::new()
+        } else {
+            format!(",{acls}")
+        };
+        text.replace("\"User\":\"root\"", &format!("\"User\":\"{user}\""))
+            .replacen(
+                "\"spark.app.name\":\"oracle-app-1\"",
+                &format!("\"spark.app.name\":\"oracle-app-1\"{with}"),
+                1,
+            )
+    });
+}
+
+#[tokio::test]
+async fn each_user_sees_exactly_the_applications_whose_acls_admit_them() {
+    let dir = TestDir::new("acls");
+    app_with_acls(&dir, "local-1", "ada", "");
+    app_with_acls(
+        &dir,
+        "local-2",
+        "ada",
+        "\"spark.ui.view.acls\":\"bob, carl\"",
+    );
+    app_with_acls(
+        &dir,
+        "local-3",
+        "eve",
+        "\"spark.ui.view.acls.groups\":\"analysts\"",
+    );
+    app_with_acls(&dir, "local-4", "eve", "\"spark.ui.view.acls\":\"*\"");
+    let store = Arc::new(LogStore::open_with(&dir, options()).unwrap());
+    let access = AccessOptions {
+        user_header: Some("X-Forwarded-User".into()),
+        groups_header: Some("X-Forwarded-Groups".into()),
+        acls: Some(qprof_server::AclOptions {
+            admins: vec!["root".into()],
+            admin_groups: vec!["ops".into()],
+        }),
+        ..AccessOptions::default()
+    };
+    let as_user = |user: &str, groups: &str, uri: &str| {
+        Request::get(uri)
+            .header("x-forwarded-user", user)
+            .header("x-forwarded-groups", groups)
+            .body(Body::empty())
+            .unwrap()
+    };
+    let cases: [(&str, &str, &[&str]); 6] = [
+        ("ada", "", &["local-1", "local-2", "local-4"]),
+        ("bob", "", &["local-2", "local-4"]),
+        ("dan", "analysts", &["local-3", "local-4"]),
+        ("zed", "", &["local-4"]),
+        ("root", "", &["local-1", "local-2", "local-3", "local-4"]),
+        (
+            "olga",
+            "ops,x",
+            &["local-1", "local-2", "local-3", "local-4"],
+        ),
+    ];
+    for (user, groups, sees) in cases {
+        let app = || guarded_app(&store, access.clone());
+        let listed = send(app(), as_user(user, groups, "/api/v1/applications")).await;
+        assert_eq!(listed.status, StatusCode::OK);
+        let mut ids: Vec<String> = listed
+            .json()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        assert_eq!(ids, sees, "{user}'s listing");
+        let metrics = send(app(), as_user(user, groups, "/metrics")).await.text();
+        for n in 1..=4 {
+            let id = format!("local-{n}");
+            let visible = sees.contains(&id.as_str());
+            let want = if visible {
+                StatusCode::OK
+            } else {
+                StatusCode::NOT_FOUND
+            };
+            for uri in [
+                format!("/api/v1/applications/{id}"),
+                format!("/api/v1/applications/{id}/jobs"),
+                format!("/api/v1/applications/{id}/logs"),
+                format!("/qprof/v1/applications/{id}/skipped"),
+            ] {
+                let reply = send(app(), as_user(user, groups, &uri)).await;
+                assert_eq!(reply.status, want, "{user} {uri}");
+            }
+            assert_eq!(
+                metrics.contains(&format!("app=\"{id}\"")),
+                visible,
+                "{user}'s /metrics and {id}"
+            );
+        }
+        let status = send(app(), as_user(user, groups, "/qprof/v1/status")).await;
+        let admin = sees.len() == 4;
+        assert_eq!(
+            status.status,
+            if admin {
+                StatusCode::OK
+            } else {
+                StatusCode::FORBIDDEN
+            },
+            "{user}'s status"
+        );
+    }
+}

@@ -24,6 +24,7 @@ impl SqlRunner for Recorder {
     fn run(
         &self,
         sql: String,
+        _: qprof_server::Audience,
     ) -> Pin<Box<dyn Future<Output = Result<SqlAnswer, SqlError>> + Send>> {
         self.seen.lock().unwrap().push(sql.clone());
         Box::pin(async move {

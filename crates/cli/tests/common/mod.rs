@@ -54,6 +54,26 @@ pub(crate) fn http_get(port: u16, path: &str) -> Option<(u16, Vec<u8>)> {
     Some((status, raw[split + 4..].to_vec()))
 }
 
+/// A plain HTTP/1.0 POST of a JSON body: (status, body).
+pub(crate) fn http_post_json(port: u16, path: &str, body: &str) -> Option<(u16, Vec<u8>)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .ok()?;
+    write!(
+        stream,
+        "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).ok()?;
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = String::from_utf8_lossy(&raw[..split]);
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, raw[split + 4..].to_vec()))
+}
+
 /// The files under `dir`, at any depth (none if it cannot be read).
 pub(crate) fn files_under(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {

@@ -61,15 +61,31 @@ pub(crate) struct Server {
 
 impl Server {
     pub(crate) fn start(log_dir: &Path) -> Server {
+        Server::start_with(log_dir, &[])
+    }
+
+    /// A server over `log_dir` with the flags `args` besides.
+    pub(crate) fn start_with(log_dir: &Path, args: &[&str]) -> Server {
         let mut child = qprof()
             .args(["serve", "--port", "0", "--log-dir"])
             .arg(log_dir)
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
         let url = first_address(&mut BufReader::new(child.stdout.take().unwrap()));
         Server { child, url }
+    }
+
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the server's process is still running.
+    pub(crate) fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
     pub(crate) fn port(&self) -> u16 {

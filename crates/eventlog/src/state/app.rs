@@ -27,6 +27,61 @@ pub struct AppInfo {
     pub end_time: Option<i64>,
     /// Exit code given at the end.
     pub exit_code: Option<i64>,
+    /// Who may view it, from its first environment update.
+    pub acls: AppAcls,
+}
+
+/// Who may view an application, from the Spark properties of its first environment update
+/// (as Spark's history server takes them): users and groups, `*` for everyone.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppAcls {
+    /// `spark.ui.view.acls`.
+    pub view: Vec<String>,
+    /// `spark.ui.view.acls.groups`.
+    pub view_groups: Vec<String>,
+    /// `spark.admin.acls`.
+    pub admin: Vec<String>,
+    /// `spark.admin.acls.groups`.
+    pub admin_groups: Vec<String>,
+    /// Whether an environment update was read (later ones change nothing, as in Spark).
+    pub read: bool,
+}
+
+/// The most names one ACL property is read as: a longer list is cut there.
+const MAX_ACL_NAMES: usize = 1024;
+
+impl AppAcls {
+    /// The ACLs of an environment update's Spark properties (an object, or the list of
+    /// pairs older logs wrote).
+    fn of(event: &Value) -> AppAcls {
+        let properties = &event["Spark Properties"];
+        let property = |key: &str| -> Vec<String> {
+            let value = match properties {
+                Value::Object(o) => o.get(key).and_then(Value::as_str),
+                Value::Array(pairs) => pairs.iter().find_map(|p| {
+                    (p.get(0).and_then(Value::as_str) == Some(key))
+                        .then(|| p.get(1).and_then(Value::as_str))
+                        .flatten()
+                }),
+                _ => None,
+            };
+            value
+                .unwrap_or("")
+                .split(',')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .take(MAX_ACL_NAMES)
+                .map(str::to_string)
+                .collect()
+        };
+        AppAcls {
+            view: property("spark.ui.view.acls"),
+            view_groups: property("spark.ui.view.acls.groups"),
+            admin: property("spark.admin.acls"),
+            admin_groups: property("spark.admin.acls.groups"),
+            read: true,
+        }
+    }
 }
 
 impl AppInfo {
@@ -46,6 +101,11 @@ impl AppInfo {
             Some(events::APPLICATION_END) => {
                 self.end_time = i64_field(event, "Timestamp");
                 self.exit_code = i64_field(event, "ExitCode");
+            }
+            Some(events::ENVIRONMENT_UPDATE) => {
+                if !self.acls.read {
+                    self.acls = AppAcls::of(event);
+                }
             }
             _ => return false,
         }

@@ -20,8 +20,8 @@ mod sql;
 mod stages;
 pub(crate) mod task_event;
 
-pub use app::AppInfo;
 pub use app::Executor;
+pub use app::{AppAcls, AppInfo};
 pub use jobs::Job;
 pub use plan::{PlanMetric, PlanNode};
 pub use sql::{Execution, ProfileSummary};
@@ -238,6 +238,7 @@ impl AppState {
                 Ok(())
             }
             events::ENVIRONMENT_UPDATE => {
+                self.info.apply(event);
                 self.environment = Some(event.clone());
                 Ok(())
             }

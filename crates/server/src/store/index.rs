@@ -73,6 +73,8 @@ pub(crate) struct ListingEntry {
     pub order: i64,
     /// Each attempt's start, end (-1 while running) and whether it completed.
     pub attempts: Vec<(i64, i64, bool)>,
+    /// Each attempt's facts, for who may view it.
+    pub infos: Vec<AppInfo>,
     /// The application's JSON.
     pub json: Box<str>,
 }
