@@ -247,6 +247,11 @@ pub(crate) async fn sql_worker(args: SqlWorkerArgs) -> Result<()> {
         max_bytes: args.max_bytes,
         concurrent: args.concurrent,
     };
+    let hidden: Arc<Vec<PathBuf>> = Arc::new(
+        std::iter::once(args.log_dir.clone())
+            .chain(args.spill_dir.clone())
+            .collect(),
+    );
     let service = qprof_history::SqlService::spilling_in(store, limits, args.spill_dir)
         .context("cannot start the SQL service")?;
     let (requests, mut incoming) = tokio::sync::mpsc::unbounded_channel();
@@ -265,8 +270,23 @@ pub(crate) async fn sql_worker(args: SqlWorkerArgs) -> Result<()> {
             continue;
         };
         let (service, out) = (service.clone(), Arc::clone(&out));
+        let hidden = hidden.clone();
         running.spawn(async move {
-            let reply = service.answer_for(&sql, audience).await;
+            // an error names no path of the server's: the logs' nor the spill's
+            let public = |message: String| {
+                hidden
+                    .iter()
+                    .fold(message, |m, dir| qprof_server::public_text(&m, dir))
+            };
+            let reply = match service.answer_for(&sql, audience).await {
+                Err(qprof_server::SqlError::Rejected(m)) => {
+                    Err(qprof_server::SqlError::Rejected(public(m)))
+                }
+                Err(qprof_server::SqlError::Failed(m)) => {
+                    Err(qprof_server::SqlError::Failed(public(m)))
+                }
+                answer => answer,
+            };
             let line = qprof_server::sql_worker::worker_reply(id, &reply);
             let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
             // a server that went away reads nothing more: nothing to do

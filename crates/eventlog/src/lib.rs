@@ -90,6 +90,12 @@ pub enum EventLogError {
         /// The limit, in decoded bytes.
         limit: u64,
     },
+    /// A compressed file expands more than any event log does.
+    #[error("the log expands more than {ratio} times when decompressed: a decompression bomb")]
+    DecompressionBomb {
+        /// The most a log may expand.
+        ratio: u64,
+    },
     /// A value could not be encoded.
     #[error("cannot encode event: {0}")]
     Encode(#[from] serde_json::Error),

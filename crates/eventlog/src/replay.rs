@@ -28,6 +28,10 @@ pub struct Replay {
 /// state and one unfinished line.
 const PIECE_BYTES: u64 = 64 << 20;
 
+/// The most a compressed log file may expand, decoded bytes per byte (event logs compress
+/// 10 to 50 times; a file of zeros, a hundred thousand).
+const MAX_EXPANSION: u64 = 2000;
+
 /// The longest line a reader holds: a longer one is counted as corrupt and passed over as
 /// it streams, never held whole.
 pub(crate) const MAX_LINE_BYTES: usize = 128 << 20;
@@ -61,6 +65,10 @@ fn stream_file(
     let raw = storage.read(&file.path).map_err(io)?;
     let mut decoded = file.codec.decoder(&raw)?;
     let limit = storage.max_decoded_bytes();
+    // no event log compresses this well: past it, the file is a decompression bomb
+    let expanded = (raw.len() as u64)
+        .saturating_mul(MAX_EXPANSION)
+        .max(1 << 20);
     let mut buf = vec![0u8; 1 << 20];
     let (mut total, mut piece) = (0u64, Vec::new());
     loop {
@@ -68,6 +76,11 @@ fn stream_file(
         total += n as u64;
         if total > limit {
             return Err(EventLogError::DecodedTooLarge { limit });
+        }
+        if total > expanded {
+            return Err(EventLogError::DecompressionBomb {
+                ratio: MAX_EXPANSION,
+            });
         }
         // the part past `offset` of what was decoded
         let skip = usize::try_from(offset.saturating_sub(total - n as u64))

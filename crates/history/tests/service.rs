@@ -90,12 +90,9 @@ async fn a_statement_stops_at_the_time_limit() {
             ..SqlLimits::default()
         },
     );
-    // far more work than the limit allows (a cross join of 10^12 pairs)
+    // far more work than the limit allows (10^12 values, streamed)
     let answer = service
-        .answer(
-            "SELECT count(*) FROM generate_series(1, 1000000000) a \
-             CROSS JOIN generate_series(1, 1000) b WHERE a.value * b.value = -1",
-        )
+        .answer("SELECT count(*) FROM generate_series(1, 1000000000000) a WHERE a.value = -1")
         .await
         .unwrap();
     assert!(
@@ -142,11 +139,9 @@ async fn statements_beyond_the_concurrency_limit_wait_their_turn() {
     );
     let long = service.clone();
     let first = tokio::spawn(async move {
-        long.answer(
-            "SELECT count(*) FROM generate_series(1, 1000000000) a \
-             CROSS JOIN generate_series(1, 1000) b WHERE a.value * b.value = -1",
-        )
-        .await
+        // a trillion values streamed, held nowhere: it runs until its time is up
+        long.answer("SELECT count(*) FROM generate_series(1, 1000000000000) a WHERE a.value = -1")
+            .await
     });
     until("the long statement runs", || service.running() == 1).await;
     let short = service.clone();

@@ -222,6 +222,31 @@ async fn prometheus(
 mod tests {
     use super::*;
 
+    #[test]
+    fn public_text_names_entries_relative_to_the_log_directory_and_drops_os_error_numbers() {
+        let dir = std::path::Path::new("/srv/qprof/logs");
+        assert_eq!(
+            public_text(
+                "cannot read /srv/qprof/logs/app-1/events_1: Permission denied (os error 13)",
+                dir
+            ),
+            "cannot read app-1/events_1: Permission denied"
+        );
+        assert_eq!(
+            public_text(
+                "/srv/qprof/logs: No such file or directory (os error 2)",
+                dir
+            ),
+            "logs: No such file or directory"
+        );
+        // an object store's URL is no path of the machine's
+        let bucket = std::path::Path::new("s3://bucket/logs");
+        assert_eq!(
+            public_text("s3://bucket/logs/app-1: gone", bucket),
+            "s3://bucket/logs/app-1: gone"
+        );
+    }
+
     #[tokio::test]
     async fn a_panicking_handler_answers_500_with_a_json_message() {
         let response = blocking(|| panic!("a bug")).await;

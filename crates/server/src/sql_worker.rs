@@ -254,6 +254,17 @@ impl Worker {
     }
 }
 
+impl Drop for WorkerRunner {
+    /// Ends the worker with its runner (a worker also ends on its own once its input
+    /// closes).
+    fn drop(&mut self) {
+        let worker = self.worker.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(worker) = worker {
+            worker.kill("the server stopped");
+        }
+    }
+}
+
 impl SqlRunner for WorkerRunner {
     fn run(&self, sql: String, audience: Audience) -> Pin<Box<dyn Future<Output = Reply> + Send>> {
         let worker = self.worker();

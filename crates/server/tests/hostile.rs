@@ -201,6 +201,18 @@ async fn decompression_bombs_are_skipped_with_their_reason_and_the_rest_is_serve
         encode_lz4_blocks(&[start.as_bytes(), &vec![0u8; 32 << 20]].concat()),
     )
     .unwrap();
+    // a log of varied lines, 80 MiB decoded, compressing as logs do: past the limit
+    let mut varied = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
+    let mut n = 0u64;
+    while n < 80 << 20 {
+        let line = format!(
+            "{{\"Event\":\"x\",\"n\":{n},\"h\":{}}}\n",
+            n.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        );
+        varied.write_all(line.as_bytes()).unwrap();
+        n += line.len() as u64;
+    }
+    std::fs::write(dir.join("local-5.zstd"), varied.finish().unwrap()).unwrap();
     let storage = Storage::local().with_max_decoded_bytes(64 << 20);
     let store = Arc::new(LogStore::open_in(storage, &dir, options()).unwrap());
     let skipped = skipped(&store).await;
@@ -212,7 +224,11 @@ async fn decompression_bombs_are_skipped_with_their_reason_and_the_rest_is_serve
             .unwrap_or_else(|| panic!("{entry} not skipped: {skipped:?}"))
     };
     assert!(
-        reason("local-2.zstd").contains("decompresses to more than 67108864 bytes"),
+        reason("local-2.zstd").contains("decompression bomb"),
+        "{skipped:?}"
+    );
+    assert!(
+        reason("local-5.zstd").contains("decompresses to more than 67108864 bytes"),
         "{skipped:?}"
     );
     assert!(

@@ -262,6 +262,28 @@ fn serve_errors_are_one_line() {
         ]),
         "cannot create the store directory",
     );
+    // access: a token file that is missing or too short, ACLs without users
+    let serve_with = |flags: &[&str]| {
+        let mut args = vec!["serve", "--log-dir", dir.to_str().unwrap(), "--port", "0"];
+        args.extend_from_slice(flags);
+        qprof(&args)
+    };
+    let missing_token = dir.join("no-token");
+    assert_one_line_error(
+        &serve_with(&["--auth-token-file", missing_token.to_str().unwrap()]),
+        "cannot read the token file",
+    );
+    let short = dir.join("short-token");
+    std::fs::write(&short, "abc\n").unwrap();
+    assert_one_line_error(
+        &serve_with(&["--auth-token-file", short.to_str().unwrap()]),
+        "at least 16 printable characters",
+    );
+    assert_one_line_error(&serve_with(&["--acls"]), "--auth-user-header");
+    assert_one_line_error(
+        &serve_with(&["--auth-user-header", "bad header"]),
+        "is not a header name",
+    );
     // a port already taken
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();

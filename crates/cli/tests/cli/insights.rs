@@ -28,12 +28,14 @@ fn diff_compares_two_runs_and_fails_on_a_regression_when_asked() {
     let (first, second) = (profile("first.json"), profile("second.json"));
     let path = |p: &Path| p.to_str().unwrap().to_string();
     // two runs of the same query: every operator matched by its stable id, nothing failing
+    // (a tiny operator's self CPU can read twenty times longer in one of two runs on a
+    // busy machine: the threshold is beyond any such noise)
     let out = qprof(&[
         "diff",
         &path(&first),
         &path(&second),
         "--fail-on-regression",
-        "1000",
+        "100000",
     ]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(

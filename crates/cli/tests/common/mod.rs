@@ -37,35 +37,33 @@ pub(crate) fn tpch_event_log(dir: &Path, queries: Option<&str>) -> PathBuf {
 
 /// A plain HTTP/1.0 GET: (status, body).
 pub(crate) fn http_get(port: u16, path: &str) -> Option<(u16, Vec<u8>)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nAccept: application/json\r\n\r\n"
+    http_request(
+        port,
+        &format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nAccept: application/json\r\n\r\n"),
+        60,
     )
-    .ok()?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).ok()?;
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = String::from_utf8_lossy(&raw[..split]);
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, raw[split + 4..].to_vec()))
 }
 
 /// A plain HTTP/1.0 POST of a JSON body: (status, body).
 pub(crate) fn http_post_json(port: u16, path: &str, body: &str) -> Option<(u16, Vec<u8>)> {
+    http_request(
+        port,
+        &format!(
+            "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+        120,
+    )
+}
+
+/// Sends `request` (its head and body) to the server on `port`, waiting at most
+/// `seconds` for each read: (status, body).
+fn http_request(port: u16, request: &str, seconds: u64) -> Option<(u16, Vec<u8>)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream
-        .set_read_timeout(Some(Duration::from_secs(120)))
+        .set_read_timeout(Some(Duration::from_secs(seconds)))
         .ok()?;
-    write!(
-        stream,
-        "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .ok()?;
+    stream.write_all(request.as_bytes()).ok()?;
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).ok()?;
     let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
