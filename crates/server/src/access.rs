@@ -1,7 +1,7 @@
 //! Who may ask the server what, checked before any handler runs: the `Host` allow-list
 //! (a DNS-rebinding page names its own host), authentication by a bearer token or by a
 //! trusted reverse proxy's user header, and the security headers of every answer. The
-//! CSRF rule for requests that run work is [`check_work_request`], applied by those
+//! CSRF rule for requests that run work is `check_work_request`, applied by those
 //! handlers.
 //!
 //! Everything here reads request headers only, and answers a refusal with a JSON
@@ -339,7 +339,8 @@ pub(crate) fn check_work_request(headers: &HeaderMap, json_body: bool) -> Result
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|t| t.trim_start().starts_with("application/json"));
-    if !(json_body && content_json) && !headers.contains_key(WORK_HEADER) {
+    let proven = (json_body && content_json) || headers.contains_key(WORK_HEADER);
+    if !proven {
         return forbidden(
             "a statement without a JSON body (Content-Type: application/json) or the header 'X-Requested-By' is refused: a page of another site could send it",
         );
