@@ -130,12 +130,28 @@ impl Aggregate {
     /// Aggregates the values Spark would consider valid for `kind`: non-negative values,
     /// or strictly positive ones for `average`.
     pub fn of(kind: MetricKind, values: &[TaskValue]) -> Aggregate {
+        Aggregate::of_padded(kind, values, 0)
+    }
+
+    /// [`Aggregate::of`] `values` and `zeros` zero values more (Spark's padding for the
+    /// tasks of a stage that reported nothing), without holding the zeros: how many a
+    /// stage has is a log's word, and no allocation is sized by it. Zeros are not valid
+    /// for `average`; for the other kinds they sort before every valid value.
+    pub fn of_padded(kind: MetricKind, values: &[TaskValue], zeros: usize) -> Aggregate {
         let valid = |v: &&TaskValue| match kind {
             MetricKind::Average => v.value > 0,
             _ => v.value >= 0,
         };
+        let zeros = if kind == MetricKind::Average {
+            0
+        } else {
+            zeros
+        };
         let mut sorted: Vec<i64> = values.iter().filter(valid).map(|v| v.value).collect();
         sorted.sort_unstable();
+        let count = sorted.len().saturating_add(zeros);
+        // the value at rank `i` of the valid values and the zeros, sorted
+        let at = |i: usize| if i < zeros { 0 } else { sorted[i - zeros] };
         let max_task = values
             .iter()
             .filter(valid)
@@ -144,12 +160,22 @@ impl Aggregate {
                 _ => Some(v),
             })
             .and_then(|v| v.task);
+        if count == 0 {
+            return Aggregate {
+                count: 0,
+                total: 0,
+                min: 0,
+                median: 0,
+                max: 0,
+                max_task,
+            };
+        }
         Aggregate {
-            count: sorted.len(),
+            count,
             total: sorted.iter().fold(0_i64, |acc, v| acc.saturating_add(*v)),
-            min: sorted.first().copied().unwrap_or(0),
-            median: sorted.get(sorted.len() / 2).copied().unwrap_or(0),
-            max: sorted.last().copied().unwrap_or(0),
+            min: at(0),
+            median: at(count / 2),
+            max: at(count - 1),
             max_task,
         }
     }
@@ -194,10 +220,20 @@ pub fn spark_string_naming(
     values: &[TaskValue],
     max_task: Option<TaskRef>,
 ) -> String {
+    spark_string_padded(kind, values, 0, max_task)
+}
+
+/// [`spark_string_naming`] of `values` and `zeros` zero values more ([`Aggregate::of_padded`]).
+pub fn spark_string_padded(
+    kind: MetricKind,
+    values: &[TaskValue],
+    zeros: usize,
+    max_task: Option<TaskRef>,
+) -> String {
     if kind == MetricKind::Sum {
         return sum_string(values);
     }
-    render(kind, &Aggregate::of(kind, values), max_task)
+    render(kind, &Aggregate::of_padded(kind, values, zeros), max_task)
 }
 
 /// A `sum` metric's text: the total of every value, however many tasks reported one.
@@ -381,6 +417,29 @@ mod tests {
                 // the first task holding the max wins
                 prop_assert!(values[..max_task.task_id as usize].iter().all(|v| *v < agg.max));
             }
+        }
+
+        #[test]
+        fn zeros_counted_aggregate_as_zeros_held(
+            kind in proptest::sample::select(MetricKind::ALL.to_vec()),
+            values in proptest::collection::vec(-2_i64..1_000, 0..24),
+            zeros in 0usize..40,
+        ) {
+            let tasks: Vec<_> = values.iter().enumerate().map(|(i, &v)| task(1, i as u64, v)).collect();
+            let mut padded = tasks.clone();
+            let pad = TaskValue { value: 0, ..tasks.first().copied().unwrap_or(task(1, 0, 0)) };
+            padded.extend(std::iter::repeat_n(pad, zeros));
+            let counted = Aggregate::of_padded(kind, &tasks, zeros);
+            let held = Aggregate::of(kind, &padded);
+            prop_assert_eq!(
+                (counted.count, counted.total, counted.min, counted.median, counted.max),
+                (held.count, held.total, held.min, held.median, held.max)
+            );
+            let max = held.max_task;
+            prop_assert_eq!(
+                spark_string_padded(kind, &tasks, zeros, max),
+                spark_string_naming(kind, &padded, max)
+            );
         }
 
         #[test]

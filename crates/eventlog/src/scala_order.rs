@@ -39,12 +39,8 @@ fn trie_order(keys: Vec<(u32, i64)>, shift: u32, out: &mut Vec<i64>) {
 /// `ids`, given in insertion order (repeats ignored), in the order a Scala immutable
 /// `Set[Int]` (or the keys of a `Map[Int, _]`) holding them iterates.
 pub(crate) fn scala_order(ids: &[i64]) -> Vec<i64> {
-    let mut distinct: Vec<i64> = Vec::with_capacity(ids.len());
-    for id in ids {
-        if !distinct.contains(id) {
-            distinct.push(*id);
-        }
-    }
+    let mut seen = std::collections::HashSet::with_capacity(ids.len());
+    let distinct: Vec<i64> = ids.iter().copied().filter(|id| seen.insert(*id)).collect();
     if distinct.len() <= 4 {
         return distinct;
     }

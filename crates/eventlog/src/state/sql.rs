@@ -112,9 +112,9 @@ impl Execution {
     /// (Scala's iteration order of a set of them); a driver value above it names the driver.
     pub fn metric_strings(&self, state: &AppState) -> HashMap<i64, String> {
         let mut out = HashMap::new();
-        self.for_each_aggregated(state, |id, kind, values, max| {
+        self.for_each_aggregated(state, |id, kind, values, zeros, max| {
             let text = match kind.parse::<MetricKind>() {
-                Ok(kind) => qprof_core::metric::spark_string_naming(kind, values, max),
+                Ok(kind) => qprof_core::metric::spark_string_padded(kind, values, zeros, max),
                 // Spark renders unknown (custom) metric types as their plain sum
                 Err(_) => values
                     .iter()
@@ -131,7 +131,7 @@ impl Execution {
     /// renders), for every accumulator with a value.
     pub fn metric_totals(&self, state: &AppState) -> HashMap<i64, i64> {
         let mut out = HashMap::new();
-        self.for_each_aggregated(state, |id, _, values, _| {
+        self.for_each_aggregated(state, |id, _, values, _, _| {
             out.insert(
                 id,
                 values.iter().map(|v| v.value).fold(0, i64::saturating_add),
@@ -146,16 +146,9 @@ impl Execution {
     /// per task that reported.
     pub fn task_metric_values(&self, state: &AppState) -> HashMap<i64, Vec<TaskValue>> {
         let mut out = HashMap::new();
-        self.for_each_aggregated(state, |id, _, values, _| {
-            // Spark's aggregation counts the tasks that never reported as zeros named after
-            // the first task that did: those are no task's own values
-            let mut seen = HashSet::new();
-            let own = values
-                .iter()
-                .filter(|v| v.task.is_none_or(|t| seen.insert(t.task_id)))
-                .copied()
-                .collect();
-            out.insert(id, own);
+        // the zeros Spark counts for the tasks that never reported are no task's own values
+        self.for_each_aggregated(state, |id, _, values, _, _| {
+            out.insert(id, values.to_vec());
         });
         out
     }
@@ -166,7 +159,7 @@ impl Execution {
     fn for_each_aggregated(
         &self,
         state: &AppState,
-        mut f: impl FnMut(i64, &str, &[TaskValue], Option<TaskRef>),
+        mut f: impl FnMut(i64, &str, &[TaskValue], usize, Option<TaskRef>),
     ) {
         let stage_order = scala_order(
             &self
@@ -176,6 +169,11 @@ impl Execution {
                 .flat_map(|j| j.stage_ids.iter().copied())
                 .collect::<Vec<_>>(),
         );
+        // where each stage comes in that order
+        let mut position: HashMap<i64, usize> = HashMap::with_capacity(stage_order.len());
+        for (i, stage_id) in stage_order.iter().enumerate() {
+            position.entry(*stage_id).or_insert(i);
+        }
         let mut by_accumulator: HashMap<i64, Vec<(u64, TaskValue)>> = HashMap::new();
         for (id, order, value) in &self.task_values {
             by_accumulator
@@ -186,9 +184,22 @@ impl Execution {
         for (id, kind) in &self.metric_types {
             let mut reported = by_accumulator.remove(id).unwrap_or_default();
             reported.sort_by_key(|(order, _)| *order);
+            // only the stages this accumulator reported in, in the execution's order: a
+            // log's count of stages or accumulators sizes no loop over the other
+            let mut by_stage: BTreeMap<usize, Vec<(u64, TaskValue)>> = BTreeMap::new();
+            for (order, value) in reported {
+                let at = value
+                    .task
+                    .and_then(|t| position.get(&i64::from(t.stage_id)));
+                if let Some(&at) = at {
+                    by_stage.entry(at).or_default().push((order, value));
+                }
+            }
             let mut values: Vec<TaskValue> = Vec::new();
+            let mut zeros = 0_usize;
             let mut max: Option<(i64, TaskRef)> = None;
-            for &stage_id in &stage_order {
+            for (at, reported) in &by_stage {
+                let stage_id = stage_order[*at];
                 let Some((&(_, attempt), stage)) = state
                     .stages
                     .range((stage_id, i64::MIN)..=(stage_id, i64::MAX))
@@ -196,14 +207,14 @@ impl Execution {
                 else {
                     continue;
                 };
-                let (stage_values, stage_max) = stage_values(stage, attempt, &reported);
-                let Some(stage_max) = stage_max else {
+                let Some(of_stage) = stage_values(stage, attempt, reported) else {
                     continue;
                 };
-                if max.is_none_or(|(m, _)| stage_max.0 > m) {
-                    max = Some(stage_max);
+                if max.is_none_or(|(m, _)| of_stage.max.0 > m) {
+                    max = Some(of_stage.max);
                 }
-                values.extend(stage_values);
+                values.extend(of_stage.values);
+                zeros = zeros.saturating_add(of_stage.zeros);
             }
             if let Some(v) = self.driver_values.get(id) {
                 values.push(TaskValue {
@@ -217,19 +228,24 @@ impl Execution {
             if values.is_empty() {
                 continue;
             }
-            f(*id, kind, &values, max.map(|(_, t)| t));
+            f(*id, kind, &values, zeros, max.map(|(_, t)| t));
         }
     }
 }
 
+/// One stage attempt's values of an accumulator ([`stage_values`]).
+struct StageValues {
+    /// One value per task index that reported: its last report up to its first success.
+    values: Vec<TaskValue>,
+    /// How many more of the stage's tasks count as zeros (Spark's padding).
+    zeros: usize,
+    /// The maximum and the first report that reached it.
+    max: (i64, TaskRef),
+}
+
 /// One stage attempt's values of an accumulator from its tasks' `reported` values (in
-/// task-end order): one per task index, and the first report that reached the maximum.
-/// No values if no task of the attempt reported.
-fn stage_values(
-    stage: &Stage,
-    attempt: i64,
-    reported: &[(u64, TaskValue)],
-) -> (Vec<TaskValue>, Option<(i64, TaskRef)>) {
+/// task-end order); none if no task of the attempt reported.
+fn stage_values(stage: &Stage, attempt: i64, reported: &[(u64, TaskValue)]) -> Option<StageValues> {
     let mut slots: BTreeMap<u32, TaskValue> = BTreeMap::new();
     let mut succeeded: HashSet<u32> = HashSet::new();
     let mut max: Option<(i64, TaskRef)> = None;
@@ -260,16 +276,18 @@ fn stage_values(
             succeeded.insert(task.partition);
         }
     }
-    let Some(first) = slots.values().next().copied() else {
-        return (Vec::new(), None);
-    };
-    let mut values: Vec<TaskValue> = slots.into_values().collect();
+    let max = max?;
+    let values: Vec<TaskValue> = slots.into_values().collect();
     // Spark pads to the stage's number of tasks; that number is the log's word, so no
-    // more padding than the attempt has tasks logged (as many, in a whole log)
+    // more zeros than the attempt has tasks logged (as many, in a whole log), and they
+    // are counted, not held
     let logged = i64::try_from(stage.tasks.len()).unwrap_or(i64::MAX);
     let pad_to = usize::try_from(stage.num_tasks.min(logged)).unwrap_or(0);
-    values.resize(pad_to.max(values.len()), TaskValue { value: 0, ..first });
-    (values, max)
+    Some(StageValues {
+        zeros: pad_to.saturating_sub(values.len()),
+        values,
+        max,
+    })
 }
 
 /// Declares the types of the metrics of `plan`'s nodes.
