@@ -60,8 +60,23 @@ impl LogLocation {
     /// The store over these logs, scanned once (on a blocking thread: an object store's
     /// client blocks on a runtime of its own).
     pub(crate) async fn open(&self, options: StoreOptions) -> Result<LogStore> {
+        self.open_by(options, LogStore::open_in).await
+    }
+
+    /// The store over these logs once their directory could be listed, none read yet
+    /// ([`LogStore::open_unscanned_in`]): a server's, that answers while the first scan
+    /// reads them.
+    pub(crate) async fn open_unscanned(&self, options: StoreOptions) -> Result<LogStore> {
+        self.open_by(options, LogStore::open_unscanned_in).await
+    }
+
+    async fn open_by(
+        &self,
+        options: StoreOptions,
+        open: fn(Storage, &Path, StoreOptions) -> Result<LogStore, EventLogError>,
+    ) -> Result<LogStore> {
         let (storage, root) = (self.storage.clone(), self.dir.clone());
-        tokio::task::spawn_blocking(move || LogStore::open_in(storage, &root, options))
+        tokio::task::spawn_blocking(move || open(storage, &root, options))
             .await
             .context("the first scan stopped")?
             .map_err(|e| match e {

@@ -44,19 +44,32 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<()> {
     let listener = tokio::net::TcpListener::bind((args.bind.as_str(), args.port))
         .await
         .with_context(|| format!("cannot listen on {}:{}", args.bind, args.port))?;
-    // the scan (and its warnings) once the flags proved good
-    let store = location.open(options).await?;
+    // the scan (and its warnings) once the flags proved good, in the background: the
+    // server answers at once, its listing filling in as the first scan ends
+    let store = location.open_unscanned(options).await?;
     let store = Arc::new(store);
-    qprof_server::LogStore::spawn_scanner(&store);
     let address = listener
         .local_addr()
         .context("cannot read the bound address")?;
-    println!(
+    say(&format!(
         "qprof history server for '{}' at http://{address}/",
         dir.display()
-    );
-    use std::io::Write;
-    std::io::stdout().flush().ok();
+    ));
+    let scanned = Arc::clone(&store);
+    tokio::task::spawn_blocking(move || {
+        scanned.scan();
+        let status = scanned.status();
+        let skipped = match status.skipped.len() {
+            0 => String::new(),
+            1 => ", 1 entry skipped (see /qprof/v1/status)".to_string(),
+            n => format!(", {n} entries skipped (see /qprof/v1/status)"),
+        };
+        say(&format!(
+            "first scan: {} applications{skipped}",
+            status.applications
+        ));
+        qprof_server::LogStore::spawn_scanner(&scanned);
+    });
     let router = if args.no_sql {
         qprof_server::router(store)
     } else {
@@ -67,6 +80,13 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<()> {
     axum::serve(listener, router)
         .await
         .context("the server stopped")
+}
+
+/// Prints `line` on stdout at once; a closed stdout is no reason to stop serving.
+fn say(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
 /// Who may reach the server, from the flags: the allowed hosts (by default the loopback

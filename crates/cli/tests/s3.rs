@@ -207,9 +207,12 @@ fn serve(args: &[&str], endpoint: Option<&str>) -> (Running, u16) {
     }
     let mut child = command.spawn().expect("qprof serve starts");
     let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    out.read_line(&mut line).unwrap();
+    // its listing is whole once it says its first scan ended
+    let mut scanned = String::new();
+    out.read_line(&mut scanned).unwrap();
+    assert!(scanned.starts_with("first scan: "), "{scanned:?}");
     let running = Running(child);
     let port = line
         .split_whitespace()

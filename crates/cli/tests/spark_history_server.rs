@@ -175,9 +175,12 @@ fn spark_history_server_answers_like_qprof_serve_on_qprof_logs() {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(serve.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let mut out = BufReader::new(serve.stdout.take().unwrap());
+    out.read_line(&mut line).unwrap();
+    // qprof's listing is whole once it says its first scan ended
+    let mut scanned = String::new();
+    out.read_line(&mut scanned).unwrap();
+    assert!(scanned.starts_with("first scan: "), "{scanned:?}");
     let _serve = Process(serve);
     let qprof_port: u16 = line
         .rsplit(':')

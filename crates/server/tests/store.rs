@@ -143,6 +143,43 @@ fn a_missing_log_directory_is_an_error_and_an_empty_one_is_served_empty() {
 }
 
 #[tokio::test]
+async fn an_unscanned_store_answers_before_reading_a_log_and_its_scanner_reads_them_first() {
+    let dir = temp_dir("unscanned");
+    let id = copy_app(&dir, 1);
+    let missing = LogStore::open_unscanned_in(
+        qprof_eventlog::Storage::local(),
+        &dir.join("nope"),
+        options(1 << 30),
+    );
+    assert!(
+        missing.is_err(),
+        "a directory that cannot be listed is an error"
+    );
+    let store = Arc::new(
+        LogStore::open_unscanned_in(qprof_eventlog::Storage::local(), &dir, options(1 << 30))
+            .unwrap(),
+    );
+    // nothing read: the listing is empty, and the status says no scan ended
+    let (code, listing) = get(&store, "/api/v1/applications").await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(listing, serde_json::json!([]));
+    let first = status(&store).await;
+    assert_eq!(first["scans"], 0);
+    assert_eq!(first["directoryError"], Value::Null);
+    // the scanner's first scan does not wait for the update interval (an hour here)
+    LogStore::spawn_scanner(&store);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while store.status().scans == 0 {
+        assert!(std::time::Instant::now() < deadline, "no first scan");
+        std::thread::yield_now();
+    }
+    let (code, listing) = get(&store, "/api/v1/applications").await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(listing[0]["id"], id.as_str());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
 async fn requests_read_the_index_and_an_unknown_id_rescans() {
     let dir = temp_dir("index");
     let first = copy_app(&dir, 1);

@@ -74,7 +74,12 @@ impl Server {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let url = first_address(&mut BufReader::new(child.stdout.take().unwrap()));
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let url = first_address(&mut out);
+        // the server answers at once; its listing is whole once it says its first scan ended
+        let mut scanned = String::new();
+        out.read_line(&mut scanned).unwrap();
+        assert!(scanned.starts_with("first scan: "), "{scanned:?}");
         Server { child, url }
     }
 

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use qprof_eventlog::EventLogError;
 use qprof_eventlog::IdCounters;
 use qprof_eventlog::Replay;
-use qprof_eventlog::{Storage, StorageStats};
+use qprof_eventlog::{Storage, StorageStats, discover_in};
 
 pub use cache::CacheStats;
 pub use cleaner::CleanerOptions;
@@ -144,6 +144,39 @@ impl LogStore {
         dir: &Path,
         options: StoreOptions,
     ) -> Result<LogStore, EventLogError> {
+        // not read yet: a failure of the first scan is returned, not reported
+        let store = LogStore::unread(storage, dir, options, Some("not read yet".to_string()))?;
+        store.scan();
+        // the first scan tells whether the directory can be read at all
+        if let Some(error) = store.index().dir_error.clone() {
+            return Err(EventLogError::io(dir, std::io::Error::other(error)));
+        }
+        Ok(store)
+    }
+
+    /// A store over `dir` in `storage` whose directory could be listed, with no log read
+    /// yet: [`LogStore::spawn_scanner`]'s first scan reads them, so a server answers at
+    /// once however many or large its logs are (its listing fills in when that scan ends,
+    /// as Spark's history server's does).
+    ///
+    /// # Errors
+    /// As [`LogStore::open_in`].
+    pub fn open_unscanned_in(
+        storage: Storage,
+        dir: &Path,
+        options: StoreOptions,
+    ) -> Result<LogStore, EventLogError> {
+        discover_in(&storage, dir)?;
+        LogStore::unread(storage, dir, options, None)
+    }
+
+    /// A store over `dir` whose index is empty, with `dir_error`.
+    fn unread(
+        storage: Storage,
+        dir: &Path,
+        options: StoreOptions,
+        dir_error: Option<String>,
+    ) -> Result<LogStore, EventLogError> {
         let mut cache = ReplayCache::new(options.max_memory_bytes, options.replay_threads);
         if let Some(store_dir) = &options.store_dir {
             cache.disk = Some(disk::DiskStore::open(
@@ -151,14 +184,13 @@ impl LogStore {
                 options.store_max_disk_bytes,
             )?);
         }
-        let store = LogStore {
+        Ok(LogStore {
             storage,
             dir: dir.to_path_buf(),
             cache,
             options,
-            // not read yet: a failure of the first scan is returned, not reported
             index: RwLock::new(Arc::new(Index {
-                dir_error: Some("not read yet".to_string()),
+                dir_error,
                 ..Index::default()
             })),
             scanning: Mutex::new(None),
@@ -166,13 +198,7 @@ impl LogStore {
             scans: AtomicU64::new(0),
             cleaned: AtomicU64::new(0),
             live: None,
-        };
-        store.scan();
-        // the first scan tells whether the directory can be read at all
-        if let Some(error) = store.index().dir_error.clone() {
-            return Err(EventLogError::io(dir, std::io::Error::other(error)));
-        }
-        Ok(store)
+        })
     }
 
     /// This store, with the application `live` runs completed by its running queries:
@@ -193,15 +219,20 @@ impl LogStore {
     }
 
     /// Rescans the directory every update interval on a thread of its own, for as long
-    /// as `store` lives.
+    /// as `store` lives; first at once if it was never scanned
+    /// ([`LogStore::open_unscanned_in`]).
     pub fn spawn_scanner(store: &Arc<LogStore>) {
         let weak: Weak<LogStore> = Arc::downgrade(store);
         let interval = store.options.update_interval;
+        let mut wait = store.scans.load(Ordering::Relaxed) > 0;
         let spawned = std::thread::Builder::new()
             .name("qprof-log-scanner".into())
             .spawn(move || {
                 loop {
-                    std::thread::sleep(interval);
+                    if wait {
+                        std::thread::sleep(interval);
+                    }
+                    wait = true;
                     let Some(store) = weak.upgrade() else {
                         return;
                     };
