@@ -209,3 +209,41 @@ fn the_ui_query_box_answers_in_headless_chromium() {
         "{html}"
     );
 }
+
+#[test]
+fn a_decompression_bomb_in_the_history_is_skipped_by_sql_and_diff_alike() {
+    let dir = temp_dir("sql-history-bomb");
+    let events = dir.join("events");
+    std::fs::create_dir_all(&events).unwrap();
+    copy_oracle_app(&events, "local-1");
+    // 1 GiB of zeros in a few KiB
+    let bomb = qprof_eventlog::fixtures::zstd_bomb(b"", 1 << 30);
+    std::fs::write(events.join("local-2.zstd"), bomb).unwrap();
+    let out = qprof()
+        .args(["sql", "--history"])
+        .arg(&events)
+        .arg("--event-log-dir")
+        .arg(dir.join("own"))
+        .args(["--top", "0", "SELECT app_id FROM qprof.applications"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let ids: Vec<String> = printed_rows(&stdout)
+        .into_iter()
+        .skip(1)
+        .map(|r| r[0].clone())
+        .collect();
+    assert_eq!(ids, ["local-1"], "{stdout}");
+    assert!(stderr.contains("decompression bomb"), "{stderr}");
+    // diff names the application it cannot find, on one line
+    let spec = format!("{}:local-2:0", events.display());
+    let out = qprof().args(["diff", &spec, &spec]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("no application 'local-2'"), "{stderr}");
+}

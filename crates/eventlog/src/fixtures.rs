@@ -161,3 +161,17 @@ pub fn write_profiled_app(
         .expect("the fixture's log finished");
     id
 }
+
+/// A zstd frame of `zeros` zero bytes (in whole MiB) after `head`, compressed hard: a
+/// decompression bomb of a few KiB per GiB.
+pub fn zstd_bomb(head: &[u8], zeros: usize) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder =
+        zstd::stream::write::Encoder::new(Vec::new(), 19).expect("zstd's level 19 exists");
+    encoder.write_all(head).expect("writes to memory");
+    let block = vec![0u8; 1 << 20];
+    for _ in 0..zeros >> 20 {
+        encoder.write_all(&block).expect("writes to memory");
+    }
+    encoder.finish().expect("writes to memory")
+}

@@ -249,3 +249,50 @@ async fn a_user_s_statements_see_only_the_applications_their_acls_admit() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn a_log_stating_trillions_of_tasks_answers_every_table_with_what_it_holds() {
+    let dir = std::env::temp_dir().join(format!(
+        "qprof-history-service-tasks-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let id = "local-7";
+    qprof_eventlog::fixtures::copy_oracle_app(&dir, id);
+    let file = dir
+        .join(format!("eventlog_v2_{id}"))
+        .join(format!("events_1_{id}"));
+    let text = std::fs::read_to_string(&file).unwrap();
+    let stated = text
+        .replace("\"Number of Tasks\":2", "\"Number of Tasks\":4000000000000")
+        .replace(
+            "\"Number of Tasks\":1",
+            "\"Number of Tasks\":9223372036854775807",
+        );
+    assert_ne!(stated, text, "the fixture states its stages' task counts");
+    std::fs::write(&file, stated).unwrap();
+    let store = Arc::new(LogStore::open(&dir).unwrap());
+    let service = SqlService::new(store, SqlLimits::default()).unwrap();
+    for table in qprof_history::TABLE_NAMES {
+        let answer = service
+            .answer(&format!("SELECT count(*) AS n FROM qprof.{table}"))
+            .await
+            .unwrap_or_else(|e| panic!("qprof.{table}: {e}"));
+        assert_eq!(answer.rows.len(), 1, "qprof.{table}");
+    }
+    // as many tasks as the log holds, whatever its stages state
+    let logged = text.matches("\"Event\":\"SparkListenerTaskEnd\"").count();
+    let tasks = service
+        .answer("SELECT count(*) AS n FROM qprof.tasks")
+        .await
+        .unwrap();
+    assert!(logged > 0);
+    assert_eq!(tasks.rows[0][0], serde_json::json!(logged));
+    let operators = service
+        .answer("SELECT count(*) AS n FROM qprof.operators")
+        .await
+        .unwrap();
+    assert!(operators.rows[0][0].as_i64().unwrap() > 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}

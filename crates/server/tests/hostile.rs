@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use qprof_eventlog::fixtures::{ORACLE_APP, copy_oracle_app};
+use qprof_eventlog::fixtures::{ORACLE_APP, copy_oracle_app, zstd_bomb};
 use qprof_eventlog::{Storage, encode_lz4_blocks};
 use qprof_server::store::StoreOptions;
 use qprof_server::{AccessOptions, LogStore, guarded, router};
@@ -157,17 +157,6 @@ async fn a_stage_that_states_trillions_of_tasks_costs_what_its_log_holds() {
     assert_eq!(get(&store, "/api/v1/version").await.status, StatusCode::OK);
 }
 
-/// A zstd frame of `zeros` zero bytes after `head`, compressed hard.
-fn zstd_bomb(head: &[u8], zeros: usize) -> Vec<u8> {
-    let mut enc = zstd::stream::write::Encoder::new(Vec::new(), 19).unwrap();
-    enc.write_all(head).unwrap();
-    let block = vec![0u8; 1 << 20];
-    for _ in 0..zeros >> 20 {
-        enc.write_all(&block).unwrap();
-    }
-    enc.finish().unwrap()
-}
-
 #[tokio::test]
 async fn decompression_bombs_are_skipped_with_their_reason_and_the_rest_is_served() {
     let dir = TestDir::new("bombs");
@@ -201,6 +190,13 @@ async fn decompression_bombs_are_skipped_with_their_reason_and_the_rest_is_serve
         encode_lz4_blocks(&[start.as_bytes(), &vec![0u8; 32 << 20]].concat()),
     )
     .unwrap();
+    // lz4 blocks as compressible as lz4 makes them: 96 MiB of zeros after the start, past
+    // the limit
+    std::fs::write(
+        dir.join("local-6.lz4"),
+        encode_lz4_blocks(&[start.as_bytes(), &vec![0u8; 96 << 20]].concat()),
+    )
+    .unwrap();
     // a log of varied lines, 80 MiB decoded, compressing as logs do: past the limit
     let mut varied = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
     let mut n = 0u64;
@@ -229,6 +225,10 @@ async fn decompression_bombs_are_skipped_with_their_reason_and_the_rest_is_serve
     );
     assert!(
         reason("local-5.zstd").contains("decompresses to more than 67108864 bytes"),
+        "{skipped:?}"
+    );
+    assert!(
+        reason("local-6.lz4").contains("decompresses to more than 67108864 bytes"),
         "{skipped:?}"
     );
     assert!(
