@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 
 use crate::acl::Audience;
-use crate::store::{ListedApp, ListingEntry, LogStore, StoreStatus};
+use crate::store::{LOG_DOWNLOADS, ListedApp, ListingEntry, LogStore, StoreStatus};
 
 /// What an API request produces.
 #[derive(Debug)]
@@ -30,14 +30,28 @@ pub(crate) enum Answer {
     JsonText(String),
     /// An SVG image.
     Svg(String),
-    /// A zip archive of an application's log files.
-    Zip {
-        /// Download name.
-        file_name: String,
-        /// Archive bytes.
-        bytes: Vec<u8>,
-    },
+    /// A zip archive of an application's log files, in a file of the server's own.
+    Zip(LogsZip),
 }
+
+/// An application's logs as a zip archive in an unnamed temporary file (on disk, not in
+/// memory, however large the logs; gone when closed), sent as a stream, holding one of
+/// one of its store's [`crate::store::LOG_DOWNLOADS`] permits until it is sent or dropped.
+#[derive(Debug)]
+pub(crate) struct LogsZip {
+    /// Download name.
+    file_name: String,
+    /// The archive, read from its start.
+    file: std::fs::File,
+    /// The permit this download holds, while it lives.
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// Bytes of a log read into an archive at a time.
+const DOWNLOAD_PIECE_BYTES: u64 = 8 << 20;
+
+/// Bytes of an archive read and sent at a time.
+const DOWNLOAD_CHUNK_BYTES: usize = 256 << 10;
 
 /// Why a request failed, with its HTTP status.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +71,9 @@ pub(crate) enum ApiError {
     /// The server failed (500): a handler panicked, or an answer could not be built.
     #[error("{0}")]
     Internal(String),
+    /// The server is doing as much of this as it does at once (503).
+    #[error("{0}")]
+    Busy(String),
 }
 
 /// `text` as a client may read it: a path under the local log directory `dir` named
@@ -98,6 +115,7 @@ impl ApiError {
             ApiError::Forbidden(m) => ApiError::Forbidden(m),
             ApiError::Log(e) => ApiError::Internal(public_text(&e.to_string(), dir)),
             ApiError::Internal(m) => ApiError::Internal(public_text(&m, dir)),
+            ApiError::Busy(m) => ApiError::Busy(m),
         }
     }
 }
@@ -110,6 +128,7 @@ impl IntoResponse for ApiError {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::Log(_) | ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
         (status, axum::Json(json!({ "message": self.to_string() }))).into_response()
     }
@@ -124,14 +143,29 @@ impl IntoResponse for Answer {
                 ([(header::CONTENT_TYPE, "application/json")], text).into_response()
             }
             Answer::Svg(svg) => ([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response(),
-            Answer::Zip { file_name, bytes } => (
-                [
-                    (header::CONTENT_TYPE, "application/octet-stream".to_string()),
-                    (header::CONTENT_DISPOSITION, content_disposition(&file_name)),
-                ],
-                bytes,
-            )
-                .into_response(),
+            Answer::Zip(zip) => {
+                let disposition = content_disposition(&zip.file_name);
+                let chunks = futures::stream::try_unfold(zip, |mut zip| async move {
+                    let (chunk, zip) = tokio::task::spawn_blocking(move || {
+                        use std::io::Read;
+                        let mut chunk = vec![0u8; DOWNLOAD_CHUNK_BYTES];
+                        let n = zip.file.read(&mut chunk)?;
+                        chunk.truncate(n);
+                        Ok::<_, std::io::Error>((chunk, zip))
+                    })
+                    .await
+                    .map_err(std::io::Error::other)??;
+                    Ok::<_, std::io::Error>((!chunk.is_empty()).then_some((chunk, zip)))
+                });
+                (
+                    [
+                        (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+                        (header::CONTENT_DISPOSITION, disposition),
+                    ],
+                    axum::body::Body::from_stream(chunks),
+                )
+                    .into_response()
+            }
         }
     }
 }
@@ -412,7 +446,7 @@ fn stage_options(params: &Params, details_default: bool) -> Result<StageOptions,
 
 fn app_resource(store: &LogStore, app: &ListedApp, path: &[&str], params: &Params) -> ApiResult {
     if path == ["logs"] {
-        return logs_zip(app);
+        return logs_zip(store, app);
     }
     let replay = store.replay(app)?;
     let state: &AppState = replay.state();
@@ -700,13 +734,25 @@ fn status_json(status: &StoreStatus) -> Value {
     })
 }
 
-/// The application's log files as a zip, entries named as in the log directory.
-fn logs_zip(app: &ListedApp) -> Result<Answer, ApiError> {
-    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    let options = zip::write::SimpleFileOptions::default();
+/// The application's log files as a zip, entries named as in the log directory, built in
+/// a temporary file (read a piece at a time, so no more of a log is in memory than a
+/// piece); a 503 while [`LOG_DOWNLOADS`] others are under way.
+fn logs_zip(store: &LogStore, app: &ListedApp) -> Result<Answer, ApiError> {
+    use std::io::Seek;
+    let permit = store.download_permit().ok_or_else(|| {
+        ApiError::Busy(format!(
+            "{LOG_DOWNLOADS} log downloads are under way, the most at once: try again later"
+        ))
+    })?;
+    let internal = |what: &str, e: &dyn std::fmt::Display| {
+        ApiError::Internal(format!("cannot build the logs' zip ({what}): {e}"))
+    };
+    let file = tempfile::tempfile().map_err(|e| internal("temporary file", &e))?;
+    let mut zip = zip::ZipWriter::new(std::io::BufWriter::new(file));
+    let options = zip::write::SimpleFileOptions::default().large_file(true);
     let rolling = app.source.rolling;
     let storage = &app.source.storage;
-    let zip_err = |e: zip::result::ZipError| ApiError::Internal(format!("cannot build zip: {e}"));
+    let zip_err = |e: zip::result::ZipError| internal("archive", &e);
     if rolling {
         zip.add_directory(format!("{}/", app.source.name), options)
             .map_err(zip_err)?;
@@ -735,16 +781,33 @@ fn logs_zip(app: &ListedApp) -> Result<Answer, ApiError> {
         } else {
             name
         };
-        let bytes = storage
-            .read(&path)
-            .map_err(|e| EventLogError::io(&path, e))?;
         zip.start_file(entry, options).map_err(zip_err)?;
-        zip.write_all(&bytes)
-            .map_err(|e| EventLogError::io(&path, e))?;
+        // up to the length the first piece found: a log still written to grows meanwhile
+        let (mut offset, mut len) = (0_u64, None);
+        while len.is_none_or(|len| offset < len) {
+            let (piece, file_len) = storage
+                .read_range(&path, offset, DOWNLOAD_PIECE_BYTES)
+                .map_err(|e| EventLogError::io(&path, e))?;
+            let len = *len.get_or_insert(file_len);
+            if piece.is_empty() {
+                break;
+            }
+            let keep = usize::try_from(len.saturating_sub(offset)).unwrap_or(usize::MAX);
+            let piece = &piece[..piece.len().min(keep)];
+            zip.write_all(piece)
+                .map_err(|e| EventLogError::io(&path, e))?;
+            offset = offset.saturating_add(piece.len() as u64);
+        }
     }
-    let bytes = zip.finish().map_err(zip_err)?.into_inner();
-    Ok(Answer::Zip {
+    let mut file = zip
+        .finish()
+        .map_err(zip_err)?
+        .into_inner()
+        .map_err(|e| internal("temporary file", e.error()))?;
+    file.rewind().map_err(|e| internal("temporary file", &e))?;
+    Ok(Answer::Zip(LogsZip {
         file_name: format!("eventLogs-{}.zip", app.id()),
-        bytes,
-    })
+        file,
+        _permit: permit,
+    }))
 }

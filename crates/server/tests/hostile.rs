@@ -622,3 +622,56 @@ async fn each_user_sees_exactly_the_applications_whose_acls_admit_them() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_large_log_downloads_whole_from_disk_and_downloads_at_once_are_bounded() {
+    let dir = TestDir::new("downloads");
+    // a log of more than two pieces of the download's reads
+    hostile_copy(&dir, "local-8", |text| {
+        let line =
+            "{\"Event\":\"qprof.test.Filler\",\"pad\":\"".to_string() + &"x".repeat(1000) + "\"}\n";
+        text.to_string() + &line.repeat(20 << 10)
+    });
+    let store = Arc::new(LogStore::open_with(&dir, options()).unwrap());
+    let events = dir.join("eventlog_v2_local-8/events_1_local-8");
+    let original = std::fs::read(&events).unwrap();
+    assert!(original.len() > 16 << 20, "{} bytes", original.len());
+    let zip = get(&store, "/api/v1/applications/local-8/logs").await;
+    assert_eq!(zip.status, StatusCode::OK, "{}", zip.text());
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(zip.body)).unwrap();
+    let mut entry = archive
+        .by_name("eventlog_v2_local-8/events_1_local-8")
+        .unwrap();
+    let mut sent = Vec::new();
+    std::io::Read::read_to_end(&mut entry, &mut sent).unwrap();
+    assert!(sent == original, "the archive's log differs from the file");
+    // downloads not yet read hold their permits; one more is refused until one ends
+    let request = || {
+        router(Arc::clone(&store)).oneshot(
+            Request::get("/api/v1/applications/local-8/logs")
+                .body(Body::empty())
+                .unwrap(),
+        )
+    };
+    let mut held = Vec::new();
+    for _ in 0..qprof_server::store::LOG_DOWNLOADS {
+        let response = request().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        held.push(response);
+    }
+    let refused = request().await.unwrap();
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body = axum::body::to_bytes(refused.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let message: Value = serde_json::from_slice(&body).unwrap();
+    assert!(
+        message["message"]
+            .as_str()
+            .unwrap()
+            .contains("log downloads are under way"),
+        "{message}"
+    );
+    held.pop();
+    assert_eq!(request().await.unwrap().status(), StatusCode::OK);
+}

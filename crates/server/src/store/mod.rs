@@ -34,6 +34,10 @@ use index::Index;
 pub(crate) use index::ListingEntry;
 use std::collections::BTreeMap;
 
+/// Log downloads a store builds or sends at once: each takes as much temporary disk as
+/// its logs.
+pub const LOG_DOWNLOADS: usize = 4;
+
 /// The least time between two rescans that requests for unknown application ids make.
 pub const REQUEST_RESCAN_INTERVAL: Duration = Duration::from_secs(2);
 
@@ -109,6 +113,8 @@ pub struct LogStore {
     cleaned: AtomicU64,
     cache: ReplayCache,
     live: Option<Arc<dyn LiveSource>>,
+    /// One permit per log download under way ([`LOG_DOWNLOADS`]).
+    downloads: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for LogStore {
@@ -198,6 +204,7 @@ impl LogStore {
             scans: AtomicU64::new(0),
             cleaned: AtomicU64::new(0),
             live: None,
+            downloads: Arc::new(tokio::sync::Semaphore::new(LOG_DOWNLOADS)),
         })
     }
 
@@ -400,6 +407,11 @@ impl LogStore {
             cache: self.cache.stats(),
             storage: self.storage.stats(),
         }
+    }
+
+    /// A permit for one more log download, unless [`LOG_DOWNLOADS`] are under way.
+    pub(crate) fn download_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        Arc::clone(&self.downloads).try_acquire_owned().ok()
     }
 
     /// The running application this store serves beside its logs, if any.
