@@ -77,6 +77,21 @@ pub fn copy_oracle_app(dir: &Path, id: &str) {
     }
 }
 
+/// Copies the fixture application into `dir` as application `id`, its events file
+/// rewritten by `edit`; returns the events' text as copied, before the edit.
+///
+/// # Panics
+/// As [`copy_oracle_app`].
+pub fn copy_oracle_app_edited(dir: &Path, id: &str, edit: impl Fn(&str) -> String) -> String {
+    copy_oracle_app(dir, id);
+    let file = dir
+        .join(format!("eventlog_v2_{id}"))
+        .join(format!("events_1_{id}"));
+    let text = std::fs::read_to_string(&file).expect("the copy");
+    std::fs::write(&file, edit(&text)).expect("the copy");
+    text
+}
+
 /// Every answer of the REST API for `state`, stage by stage and execution by execution,
 /// qprof's profiles included: two states that give the same are the same to a client.
 ///

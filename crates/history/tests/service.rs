@@ -203,19 +203,14 @@ async fn a_user_s_statements_see_only_the_applications_their_acls_admit() {
         ("local-2", "ada", ",\"spark.ui.view.acls\":\"bob\""),
         ("local-3", "eve", ""),
     ] {
-        qprof_eventlog::fixtures::copy_oracle_app(&dir, id);
-        let file = dir
-            .join(format!("eventlog_v2_{id}"))
-            .join(format!("events_1_{id}"));
-        let text = std::fs::read_to_string(&file).unwrap();
-        let text = text
-            .replace("\"User\":\"root\"", &format!("\"User\":\"{user}\""))
-            .replacen(
-                "\"spark.app.name\":\"oracle-app-1\"",
-                &format!("\"spark.app.name\":\"oracle-app-1\"{acls}"),
-                1,
-            );
-        std::fs::write(&file, text).unwrap();
+        qprof_eventlog::fixtures::copy_oracle_app_edited(&dir, id, |text| {
+            text.replace("\"User\":\"root\"", &format!("\"User\":\"{user}\""))
+                .replacen(
+                    "\"spark.app.name\":\"oracle-app-1\"",
+                    &format!("\"spark.app.name\":\"oracle-app-1\"{acls}"),
+                    1,
+                )
+        });
     }
     let store = Arc::new(LogStore::open(&dir).unwrap());
     let service = SqlService::new(store, SqlLimits::default()).unwrap();
@@ -259,19 +254,19 @@ async fn a_log_stating_trillions_of_tasks_answers_every_table_with_what_it_holds
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let id = "local-7";
-    qprof_eventlog::fixtures::copy_oracle_app(&dir, id);
-    let file = dir
-        .join(format!("eventlog_v2_{id}"))
-        .join(format!("events_1_{id}"));
-    let text = std::fs::read_to_string(&file).unwrap();
-    let stated = text
-        .replace("\"Number of Tasks\":2", "\"Number of Tasks\":4000000000000")
-        .replace(
-            "\"Number of Tasks\":1",
-            "\"Number of Tasks\":9223372036854775807",
-        );
-    assert_ne!(stated, text, "the fixture states its stages' task counts");
-    std::fs::write(&file, stated).unwrap();
+    let stated = |text: &str| {
+        text.replace("\"Number of Tasks\":2", "\"Number of Tasks\":4000000000000")
+            .replace(
+                "\"Number of Tasks\":1",
+                "\"Number of Tasks\":9223372036854775807",
+            )
+    };
+    let text = qprof_eventlog::fixtures::copy_oracle_app_edited(&dir, id, stated);
+    assert_ne!(
+        stated(&text),
+        text,
+        "the fixture states its stages' task counts"
+    );
     let store = Arc::new(LogStore::open(&dir).unwrap());
     let service = SqlService::new(store, SqlLimits::default()).unwrap();
     for table in qprof_history::TABLE_NAMES {

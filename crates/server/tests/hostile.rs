@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use qprof_eventlog::fixtures::{ORACLE_APP, copy_oracle_app, zstd_bomb};
+use qprof_eventlog::fixtures::{ORACLE_APP, copy_oracle_app, copy_oracle_app_edited, zstd_bomb};
 use qprof_eventlog::{Storage, encode_lz4_blocks};
 use qprof_server::store::StoreOptions;
 use qprof_server::{AccessOptions, LogStore, guarded, router};
@@ -90,16 +90,6 @@ async fn get(store: &Arc<LogStore>, uri: &str) -> Reply {
     .await
 }
 
-/// The oracle application as `id`, its events file rewritten by `edit`.
-fn hostile_copy(dir: &Path, id: &str, edit: impl Fn(&str) -> String) {
-    copy_oracle_app(dir, id);
-    let file = dir
-        .join(format!("eventlog_v2_{id}"))
-        .join(format!("events_1_{id}"));
-    let text = std::fs::read_to_string(&file).unwrap();
-    std::fs::write(&file, edit(&text)).unwrap();
-}
-
 /// The skipped entries of `/qprof/v1/status`, as (entry, reason).
 async fn skipped(store: &Arc<LogStore>) -> Vec<(String, String)> {
     let status = get(store, "/qprof/v1/status").await.json();
@@ -119,7 +109,7 @@ async fn skipped(store: &Arc<LogStore>) -> Vec<(String, String)> {
 #[tokio::test]
 async fn a_stage_that_states_trillions_of_tasks_costs_what_its_log_holds() {
     let dir = TestDir::new("tasks");
-    hostile_copy(&dir, "local-7", |text| {
+    copy_oracle_app_edited(&dir, "local-7", |text| {
         text.replace("\"Number of Tasks\":2", "\"Number of Tasks\":4000000000000")
             .replace(
                 "\"Number of Tasks\":1",
@@ -304,7 +294,7 @@ async fn an_application_id_made_to_inject_cannot_reach_the_metrics_text_or_the_d
     let evil = "evil\"} 1\nqprof_injected 1\n# x";
     let logged = serde_json::to_string(evil).unwrap();
     let logged = &logged[1..logged.len() - 1];
-    hostile_copy(&dir, "local-9", |text| text.replace("local-9", logged));
+    copy_oracle_app_edited(&dir, "local-9", |text| text.replace("local-9", logged));
     let store = Arc::new(LogStore::open_with(&dir, options()).unwrap());
     let apps = get(&store, "/api/v1/applications").await.json();
     assert_eq!(apps[0]["id"], evil);
@@ -511,7 +501,7 @@ async fn every_answer_carries_the_security_headers() {
 /// The oracle application as `id`, run by `user`, with the Spark properties `acls` (e.g.
 /// `"spark.ui.view.acls":"bob"`) in its environment.
 fn app_with_acls(dir: &Path, id: &str, user: &str, acls: &str) {
-    hostile_copy(dir, id, |text| {
+    copy_oracle_app_edited(dir, id, |text| {
         let with = if acls.is_empty() {
             String::new()
         } else {
@@ -627,7 +617,7 @@ async fn each_user_sees_exactly_the_applications_whose_acls_admit_them() {
 async fn a_large_log_downloads_whole_from_disk_and_downloads_at_once_are_bounded() {
     let dir = TestDir::new("downloads");
     // a log of more than two pieces of the download's reads
-    hostile_copy(&dir, "local-8", |text| {
+    copy_oracle_app_edited(&dir, "local-8", |text| {
         let line =
             "{\"Event\":\"qprof.test.Filler\",\"pad\":\"".to_string() + &"x".repeat(1000) + "\"}\n";
         text.to_string() + &line.repeat(20 << 10)
