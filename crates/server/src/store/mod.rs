@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use qprof_eventlog::EventLogError;
 use qprof_eventlog::IdCounters;
 use qprof_eventlog::Replay;
-use qprof_eventlog::{Storage, StorageStats, discover_in};
+use qprof_eventlog::{Storage, StorageStats};
 
 pub use cache::CacheStats;
 pub use cleaner::CleanerOptions;
@@ -172,7 +172,9 @@ impl LogStore {
         dir: &Path,
         options: StoreOptions,
     ) -> Result<LogStore, EventLogError> {
-        discover_in(&storage, dir)?;
+        // one listing of the directory itself, not of its rolling logs: the first scan
+        // lists those
+        storage.list(dir).map_err(|e| EventLogError::io(dir, e))?;
         LogStore::unread(storage, dir, options, None)
     }
 
