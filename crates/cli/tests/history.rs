@@ -320,15 +320,47 @@ fn a_query_over_the_memory_limit_fails_its_tasks_and_the_run_goes_on() {
         .find(|f| f["rule"] == "spill")
         .expect("a spill finding in the profile");
     let message = finding["message"].as_str().unwrap();
-    assert_eq!(finding["severity"], "warn");
-    assert!(stdout.contains(&format!("  [warn] {message}")), "{stdout}");
+    // a warning exactly when its cost is material (10 ms and 5 % of the query's); a minor
+    // one is folded in the text
+    let cost = &finding["cost"];
+    let material = cost["amount"].as_u64().unwrap() >= 10_000_000
+        && cost["sharePermille"].as_u64().unwrap() >= 50;
+    if material {
+        assert_eq!(finding["severity"], "warn");
+        assert!(
+            stdout.contains(&format!("[warn] spill: {message}\n")),
+            "{stdout}"
+        );
+    } else {
+        assert_eq!(finding["severity"], "info");
+        assert!(!stdout.contains(message), "{stdout}");
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.contains(" minor: ") && l.contains("spill")),
+            "{stdout}"
+        );
+    }
+    // a warning is ranked, a minor one not; each with what it cost and its fix
+    assert_eq!(
+        finding["rank"].as_u64().is_some_and(|r| r >= 1),
+        material,
+        "{finding}"
+    );
+    assert_eq!(finding["cost"]["kind"], "taskTime");
+    assert!(
+        finding["action"].as_str().unwrap().contains("more memory"),
+        "{finding}"
+    );
     let dom = chromium(
         &["--dump-dom"],
         &format!("{}/#/app/{app}/sql/1", server.url),
     );
     let html = String::from_utf8_lossy(&dom.stdout);
     assert!(
-        html.contains("id=\"findings\"") && html.contains("data-rule=\"spill\""),
+        html.contains("id=\"findings\"")
+            && html.contains("data-rule=\"spill\"")
+            && html.contains("class=\"finding-action\""),
         "no findings on the query page:\n{html}"
     );
     drop(server);

@@ -553,3 +553,89 @@ fn an_operators_sampled_stacks_draw_as_its_own_flame_graph() {
     assert_eq!(status, 404);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_query_page_ranks_the_warnings_and_folds_the_minor_findings() {
+    use qprof_core::profile::MemoryPoolUsage;
+    // a profile with two problems of known cost and one minor finding: its pool held
+    // 95 of its 100 MiB (95% of the limit), most of it in its aggregate; one of its four
+    // tasks ran 500 ms, the others 10 ms (490 ms of the query's 600, 81.6%); its scan took
+    // most of its CPU (info: where the time went, not a problem)
+    let mut profile = qprof_core::profile::fixtures::sample();
+    profile.duration_nanos = 600_000_000;
+    profile.memory_pool = Some(MemoryPoolUsage {
+        limit_bytes: Some(100 << 20),
+        peak_bytes: 95 << 20,
+    });
+    // the aggregate holds most of the pool: the memory finding is about it
+    let peak = profile
+        .plan
+        .metrics
+        .iter_mut()
+        .find(|m| m.name == qprof_core::profile::names::PEAK_MEMORY_BYTES)
+        .unwrap();
+    peak.value = 90 << 20;
+    let first = profile.stages[0].tasks[0].clone();
+    profile.stages[0].tasks = [10, 10, 10, 500]
+        .iter()
+        .enumerate()
+        .map(|(i, millis)| qprof_core::profile::TaskProfile {
+            task_id: i as u64,
+            partition: i as u32,
+            finish_epoch_millis: first.start_epoch_millis + millis,
+            ..first.clone()
+        })
+        .collect();
+    let dir = temp_dir("ui-findings");
+    let events = dir.join("events");
+    std::fs::create_dir_all(&events).unwrap();
+    let app = qprof_eventlog::fixtures::write_profiled_app(&events, 1_700_000_000_000, &[profile]);
+    let server = Server::start(&events);
+    let dom = chromium(
+        &["--dump-dom"],
+        &format!("{}/#/app/{app}/sql/0", server.url),
+    );
+    let html = String::from_utf8_lossy(&dom.stdout);
+    let card = html
+        .split("id=\"findings\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no findings on the query page:\n{html}"));
+    // the warnings, ranked by their share of the query, each with its cost and fix
+    let (warnings, minor) = card
+        .split_once("id=\"minor-findings\"")
+        .unwrap_or_else(|| panic!("the minor findings are not folded:\n{card}"));
+    let ranked: Vec<(&str, &str)> = warnings
+        .split("<li ")
+        .skip(1)
+        .map(|li| (attribute(li, "data-rank"), attribute(li, "data-rule")))
+        .collect();
+    assert_eq!(
+        ranked,
+        [("1", "memory-near-limit"), ("2", "skewed-tasks")],
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains("cost 95.0 MiB of memory (95.0% of the limit)"),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains("cost 490.0 ms of wall time (81.6% of the query's)"),
+        "{warnings}"
+    );
+    assert_eq!(warnings.matches("class=\"finding-action\"").count(), 2);
+    // the minor one folded (closed) after them, unranked
+    let folded = minor.split("</details>").next().unwrap();
+    assert!(!folded.starts_with(" open"), "{folded}");
+    assert!(folded.contains("1 minor finding (info)"), "{folded}");
+    assert!(folded.contains("data-rule=\"bottleneck\""), "{folded}");
+    assert!(!folded.contains("data-rank"), "{folded}");
+}
+
+/// The value of `name` in the first tag of `html`.
+fn attribute<'a>(html: &'a str, name: &str) -> &'a str {
+    let tag = html.split('>').next().unwrap();
+    tag.split(&format!("{name}=\""))
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no {name} in <{tag}>"))
+}

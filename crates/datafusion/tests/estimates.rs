@@ -1,6 +1,7 @@
 //! The optimizer's estimates against what operators produced: a table whose statistics
-//! lie makes the aggregate above it misestimated, and the same table telling the truth
-//! does not.
+//! lie shows its estimate beside the rows it gave; it is a `misestimate` finding only where
+//! the plan chose on it (a hash join built on the lying, larger side), and the same table
+//! telling the truth raises none.
 
 use std::fmt;
 use std::sync::Arc;
@@ -19,11 +20,11 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PhysicalExpr, PlanProperties, StatisticsArgs,
 };
 use datafusion::prelude::SessionConfig;
-use qprof_core::advice::advise;
+use qprof_core::advice::{Severity, advise, render_findings};
 use qprof_core::profile::{Estimated, QueryProfile};
 use qprof_datafusion::ProfilingSession;
 
-const ROWS: usize = 100_000;
+const ROWS: usize = 500_000;
 const GROUPS: i64 = 20_000;
 /// What the lying table claims to hold.
 const CLAIMED_ROWS: usize = 10;
@@ -126,7 +127,15 @@ fn table() -> MemTable {
     MemTable::try_new(schema, vec![batches]).unwrap()
 }
 
-async fn profile_of(lying: bool) -> QueryProfile {
+fn keys() -> MemTable {
+    let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false)]));
+    let values = Int64Array::from_iter_values(0..GROUPS);
+    let batch =
+        RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(values) as ArrayRef]).unwrap();
+    MemTable::try_new(schema, vec![vec![batch]]).unwrap()
+}
+
+async fn profile_of(lying: bool, sql: &str) -> QueryProfile {
     let session = ProfilingSession::new(SessionConfig::new().with_target_partitions(2));
     let provider: Arc<dyn TableProvider> = if lying {
         Arc::new(LyingTable(table()))
@@ -134,18 +143,20 @@ async fn profile_of(lying: bool) -> QueryProfile {
         Arc::new(table())
     };
     session.context().register_table("t", provider).unwrap();
-    let run = session
-        .run(1, "SELECT v, count(*) AS n FROM t GROUP BY v")
-        .await
+    session
+        .context()
+        .register_table("keys", Arc::new(keys()))
         .unwrap();
-    let rows: usize = run.batches.iter().map(|b| b.num_rows()).sum();
-    assert_eq!(rows, GROUPS as usize);
+    let run = session.run(1, sql).await.unwrap();
     run.profile
 }
 
+const AGGREGATE: &str = "SELECT v, count(*) AS n FROM t GROUP BY v";
+const JOIN: &str = "SELECT count(*) FROM t JOIN keys ON t.v = keys.k";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn statistics_that_lie_make_the_aggregate_misestimated() {
-    let profile = profile_of(true).await;
+async fn statistics_that_lie_show_beside_the_rows_and_choose_nothing_in_an_aggregate() {
+    let profile = profile_of(true, AGGREGATE).await;
     let text = profile.render_text(0);
     let scan = profile
         .plan
@@ -162,31 +173,71 @@ async fn statistics_that_lie_make_the_aggregate_misestimated() {
         .into_iter()
         .filter(|f| f.rule == "misestimate")
         .collect();
-    assert!(!found.is_empty(), "no misestimate:\n{text}");
-    for finding in &found {
-        let node = profile
-            .plan
-            .iter()
-            .find(|n| Some(n.id) == finding.node_id)
-            .unwrap();
-        assert_eq!(node.name, "AggregateExec", "{}", finding.message);
-        assert!(finding.message.contains("more"), "{}", finding.message);
-    }
+    assert!(found.is_empty(), "{found:?}\n{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn statistics_that_tell_the_truth_raise_no_misestimate() {
-    let profile = profile_of(false).await;
+async fn statistics_that_lie_put_the_larger_side_on_the_build_side() {
+    let profile = profile_of(true, JOIN).await;
     let text = profile.render_text(0);
-    let scan = profile.plan.iter().find(|n| n.children.is_empty()).unwrap();
-    assert_eq!(
-        scan.estimate.map(|e| e.rows),
-        Some(Estimated::Exact(ROWS as u64)),
-        "{text}"
-    );
     let found: Vec<_> = advise(&profile)
         .into_iter()
         .filter(|f| f.rule == "misestimate")
         .collect();
-    assert!(found.is_empty(), "{found:?}\n{text}");
+    assert_eq!(found.len(), 1, "{found:?}\n{text}");
+    let join = profile
+        .plan
+        .iter()
+        .find(|n| Some(n.id) == found[0].node_id)
+        .unwrap();
+    assert_eq!(join.name, "HashJoinExec", "{text}");
+    // the build side holds the lying table's rows, the probe side the keys
+    let build_rows = join.children[0].value("outputRows").unwrap();
+    assert_eq!(build_rows, ROWS as i64, "{text}");
+    assert!(
+        found[0].message.contains(&format!(
+            "produced 500,000 rows where the optimizer expected {CLAIMED_ROWS}"
+        )),
+        "{}",
+        found[0].message
+    );
+    assert!(
+        found[0].message.contains("on the larger side"),
+        "{}",
+        found[0].message
+    );
+    // the plan's one problem: its finding is the first, a warning; it cost the build the
+    // share of its CPU that the larger side's rows took (96% of them)
+    let findings = advise(&profile);
+    assert_eq!(
+        (findings[0].rule, findings[0].severity),
+        ("misestimate", Severity::Warning),
+        "{}",
+        render_findings(&findings)
+    );
+    let build_cpu = join.value("hashBuildCpuNanos").unwrap() as u64;
+    let cost = found[0].cost.amount;
+    assert!(
+        cost <= build_cpu && cost * 10 >= build_cpu * 9,
+        "{cost} of {build_cpu}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statistics_that_tell_the_truth_raise_no_misestimate() {
+    for sql in [AGGREGATE, JOIN] {
+        let profile = profile_of(false, sql).await;
+        let text = profile.render_text(0);
+        let scan = profile.plan.iter().find(|n| n.children.is_empty()).unwrap();
+        assert!(
+            matches!(scan.estimate.map(|e| e.rows), Some(Estimated::Exact(_))),
+            "{text}"
+        );
+        let findings = advise(&profile);
+        assert!(
+            findings.iter().all(|f| f.severity == Severity::Info),
+            "{}\n{text}",
+            render_findings(&findings)
+        );
+    }
 }

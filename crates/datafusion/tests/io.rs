@@ -3,95 +3,27 @@
 //! concurrency and I/O wait follow a store whose reads take known time, and a COPY reports
 //! the files and bytes found on disk.
 
-use std::fmt;
-use std::ops::Range;
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use bytes::Bytes;
 use datafusion::arrow::array::{Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::runtime_env::RuntimeEnv;
-use datafusion::object_store::local::LocalFileSystem;
-use datafusion::object_store::path::Path;
-use datafusion::object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
-};
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::file::properties::WriterProperties;
 use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
 use datafusion::parquet::file::statistics::Statistics;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
-use futures::stream::BoxStream;
 use qprof_core::metric::TaskValue;
 use qprof_core::profile::{ProfileNode, QueryProfile, names};
 use qprof_datafusion::read_cache::CHUNK_BYTES;
 use qprof_datafusion::{ProfiledQuery, Profiler, ReadCache, ReadCacheConfig};
 
-/// A store in front of the local file system that counts what it serves and can make
-/// every read take a fixed time, or hold each read until the test lets it through.
-#[derive(Debug)]
-struct CountingStore {
-    inner: LocalFileSystem,
-    read_delay: Duration,
-    /// When closed, each read waits for a permit the test hands out.
-    gate: Option<tokio::sync::Semaphore>,
-    /// Reads waiting at the gate now.
-    held: AtomicU64,
-    reads: AtomicU64,
-    bytes: AtomicU64,
-}
-
-impl CountingStore {
-    fn new(read_delay: Duration) -> Arc<Self> {
-        Arc::new(Self {
-            inner: LocalFileSystem::new(),
-            read_delay,
-            gate: None,
-            held: AtomicU64::new(0),
-            reads: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
-        })
-    }
-
-    /// A store whose reads wait at a gate the test opens (see [`Self::let_through`]).
-    fn gated() -> Arc<Self> {
-        Arc::new(Self {
-            gate: Some(tokio::sync::Semaphore::new(0)),
-            ..Arc::into_inner(Self::new(Duration::ZERO)).unwrap()
-        })
-    }
-
-    /// Lets `reads` more reads through the gate.
-    fn let_through(&self, reads: usize) {
-        if let Some(gate) = &self.gate {
-            gate.add_permits(reads);
-        }
-    }
-
-    fn reset(&self) {
-        self.reads.store(0, Relaxed);
-        self.bytes.store(0, Relaxed);
-    }
-
-    async fn delay(&self) {
-        if let Some(gate) = &self.gate {
-            self.held.fetch_add(1, Relaxed);
-            if let Ok(permit) = gate.acquire().await {
-                permit.forget();
-            }
-            self.held.fetch_sub(1, Relaxed);
-        }
-        if !self.read_delay.is_zero() {
-            tokio::time::sleep(self.read_delay).await;
-        }
-    }
-}
+mod stores;
+use stores::CountingStore;
 
 /// Waits (a minute at most) until `condition` holds, checking every millisecond.
 async fn until(what: &str, mut condition: impl FnMut() -> bool) {
@@ -99,67 +31,6 @@ async fn until(what: &str, mut condition: impl FnMut() -> bool) {
     while !condition() {
         assert!(std::time::Instant::now() < deadline, "never: {what}");
         tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-}
-
-impl fmt::Display for CountingStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "CountingStore({})", self.inner)
-    }
-}
-
-#[async_trait]
-impl ObjectStore for CountingStore {
-    async fn put_opts(&self, l: &Path, p: PutPayload, o: PutOptions) -> Result<PutResult> {
-        self.inner.put_opts(l, p, o).await
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        l: &Path,
-        o: PutMultipartOptions,
-    ) -> Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(l, o).await
-    }
-
-    async fn get_opts(&self, l: &Path, options: GetOptions) -> Result<GetResult> {
-        let head = options.head;
-        let result = self.inner.get_opts(l, options).await?;
-        if !head {
-            self.delay().await;
-            self.reads.fetch_add(1, Relaxed);
-            self.bytes
-                .fetch_add(result.range.end - result.range.start, Relaxed);
-        }
-        Ok(result)
-    }
-
-    async fn get_ranges(&self, l: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
-        let parts = self.inner.get_ranges(l, ranges).await?;
-        self.delay().await;
-        self.reads.fetch_add(1, Relaxed);
-        let served: usize = parts.iter().map(Bytes::len).sum();
-        self.bytes.fetch_add(served as u64, Relaxed);
-        Ok(parts)
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, Result<Path>>,
-    ) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(&self, from: &Path, to: &Path, o: CopyOptions) -> Result<()> {
-        self.inner.copy_opts(from, to, o).await
     }
 }
 

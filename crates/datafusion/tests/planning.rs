@@ -1,5 +1,6 @@
 //! A query's planning in its profile: each phase, and each analyzer, optimizer and
-//! physical-optimizer rule under its own name, with whether it changed the plan.
+//! physical-optimizer rule under its own name, with whether it changed the plan; a slow
+//! rule is the query's `slow-planning` finding, ranked first (the planted problem).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,16 +12,17 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::{Filter, LogicalPlan, lit};
 use datafusion::optimizer::analyzer::AnalyzerRule;
 use datafusion::optimizer::optimizer::{OptimizerConfig, OptimizerRule};
-use datafusion::prelude::SessionContext;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use qprof_core::advice::{CostKind, Severity, advise, render_findings};
 use qprof_core::planning::PlanningPhase;
 use qprof_datafusion::Profiler;
 
 /// How long the crafted rule takes.
 const PAUSE: Duration = Duration::from_millis(30);
 
-/// An optimizer rule that changes nothing and takes [`PAUSE`] each time it runs.
+/// An optimizer rule that changes nothing and takes its pause each time it runs.
 #[derive(Debug)]
-struct SlowRule;
+struct SlowRule(Duration);
 
 impl OptimizerRule for SlowRule {
     fn name(&self) -> &str {
@@ -33,7 +35,7 @@ impl OptimizerRule for SlowRule {
         _config: &dyn OptimizerConfig,
     ) -> Result<Transformed<LogicalPlan>> {
         // the rule's cost, made on purpose: its time must show under its name
-        std::thread::sleep(PAUSE);
+        std::thread::sleep(self.0);
         Ok(Transformed::no(plan))
     }
 }
@@ -43,7 +45,7 @@ async fn a_slow_rule_shows_its_time_under_its_name() {
     let profiler = Profiler::new();
     let builder = SessionStateBuilder::new()
         .with_default_features()
-        .with_optimizer_rule(Arc::new(SlowRule));
+        .with_optimizer_rule(Arc::new(SlowRule(PAUSE)));
     let ctx = SessionContext::new_with_state(profiler.instrument(builder).build());
     let run = profiler
         .run_sql(
@@ -249,4 +251,60 @@ async fn each_analyzer_rule_changed_the_plan_or_not_on_its_own() {
     let keep = rule("keep");
     assert_eq!((keep.calls, keep.changed), (3, false));
     assert_eq!(rule("true_filter").calls, 2);
+}
+
+/// The slow rule's pause where it is the query's problem.
+const LONG_PAUSE: Duration = Duration::from_millis(300);
+
+fn planned_by(profiler: &Profiler, slow: bool) -> SessionContext {
+    let mut builder = SessionStateBuilder::new()
+        .with_config(SessionConfig::new().with_target_partitions(2))
+        .with_default_features();
+    if slow {
+        builder = builder.with_optimizer_rule(Arc::new(SlowRule(LONG_PAUSE)));
+    }
+    SessionContext::new_with_state(profiler.instrument(builder).build())
+}
+
+const SERIES: &str = "SELECT sum(v % 7) FROM generate_series(1, 5000000) AS s(v)";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_rule_is_slow_planning_ranked_first_costing_its_time() {
+    let profiler = Profiler::new();
+    let run = profiler
+        .run_sql(&planned_by(&profiler, true), SERIES)
+        .await
+        .unwrap();
+    let findings = advise(&run.profile);
+    let top = &findings[0];
+    assert_eq!(
+        (top.rule, top.severity),
+        ("slow-planning", Severity::Warning),
+        "{}",
+        render_findings(&findings)
+    );
+    // the cost is the planning's wall time: at least every pause the rule took
+    let calls = run
+        .profile
+        .planning
+        .as_ref()
+        .and_then(|p| p.rules.iter().find(|r| r.name == "slow_rule"))
+        .map_or(0, |r| r.calls);
+    assert!(calls >= 1);
+    assert_eq!(top.cost.kind, CostKind::Wall);
+    let paused = calls * LONG_PAUSE.as_nanos() as u64;
+    assert!(top.cost.amount >= paused, "{:?} vs {paused}", top.cost);
+    assert!(top.cost.amount <= top.cost.whole, "{:?}", top.cost);
+    assert!(top.action.contains("slow_rule"), "{}", top.action);
+    // the same query planned by DataFusion's own rules: nothing to warn of
+    let run = profiler
+        .run_sql(&planned_by(&profiler, false), SERIES)
+        .await
+        .unwrap();
+    let findings = advise(&run.profile);
+    assert!(
+        findings.iter().all(|f| f.severity == Severity::Info),
+        "{}",
+        render_findings(&findings)
+    );
 }

@@ -144,11 +144,11 @@ impl SpillRun {
         );
         assert_eq!(files_created, self.seen.len() as i64, "{:?}", self.seen);
         assert_eq!(bytes_written, on_disk, "{text}");
-        // the advisor flags exactly the operators that spilled
+        // the advisor's one spill finding covers exactly the operators that spilled
         let mut flagged: Vec<usize> = advise(&self.profile)
             .iter()
             .filter(|f| f.rule == "spill")
-            .filter_map(|f| f.node_id)
+            .flat_map(|f| f.node_ids.clone())
             .collect();
         flagged.sort_unstable();
         let mut expected: Vec<usize> = spilled.iter().map(|n| n.id).collect();
@@ -178,7 +178,8 @@ async fn an_aggregate_over_its_memory_limit_reports_the_spill_files_it_wrote() {
         "the aggregate did not spill"
     );
     // the pool: its limit as set, its high-water mark at least any operator's peak, at
-    // most their sum and the limit; spilling ran it up to its limit, which is flagged
+    // most their sum and the limit; spilling ran it up to its limit, which the spill's
+    // finding tells (one cause, one finding)
     let pool = run.profile.memory_pool.expect("the pool's usage");
     assert_eq!(pool.limit_bytes, Some(4 << 20));
     let peaks: Vec<u64> = run
@@ -197,11 +198,11 @@ async fn an_aggregate_over_its_memory_limit_reports_the_spill_files_it_wrote() {
     );
     assert!(pool.peak_bytes <= 4 << 20);
     assert!(
-        advise(&run.profile)
-            .iter()
-            .any(|f| f.rule == "memory-near-limit"),
-        "{pool:?}"
+        pool.peak_bytes * 10 >= (4 << 20) * 9,
+        "{pool:?}: not near its limit"
     );
+    let rules: Vec<&str> = advise(&run.profile).iter().map(|f| f.rule).collect();
+    assert!(!rules.contains(&"memory-near-limit"), "{rules:?}");
     // the same query with memory to spare: nothing spills, nothing is flagged
     let roomy = run_spilling("aggregate-roomy", one_partition(), 1 << 30, GROUPS).await;
     assert!(roomy.check().is_empty());

@@ -51,9 +51,9 @@ pub use pprof::pprof_profile;
 pub use profile_diff::{DEFAULT_REGRESSION_THRESHOLD_PERCENT, QueryDiff, diff_queries};
 pub use profile_events::{IdCounters, QueryRecord, running_query_events};
 pub use profile_json::{
-    FORMAT_VERSION, FindingJson, FunctionJson, MemoryJson, MetricJson, NodeJson, OrderedMap,
-    PlanningJson, PlanningPhaseJson, PlanningRuleJson, ProfileJsonError, ProfilesDocument,
-    QueryJson, SampledStackJson, ServedProfile, StackSamplesJson,
+    CostJson, FORMAT_VERSION, FindingJson, FunctionJson, MemoryJson, MetricJson, NodeJson,
+    OrderedMap, PlanningJson, PlanningPhaseJson, PlanningRuleJson, ProfileJsonError,
+    ProfilesDocument, QueryJson, SampledStackJson, ServedProfile, StackSamplesJson,
 };
 pub use replay::{Replay, scan_info};
 pub use snapshot::{LogStamp, SNAPSHOT_VERSION, SnapshotError};

@@ -10,7 +10,7 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use qprof_core::advice::{Finding, advise};
+use qprof_core::advice::{Finding, Severity, advise};
 use qprof_core::executor_memory::MemorySample;
 use qprof_core::metric::{TaskRef, spark_string_aggregated};
 use qprof_core::planning::PlanningProfile;
@@ -506,34 +506,90 @@ pub struct MemoryPoolJson {
     pub peak_bytes: u64,
 }
 
-/// One finding of the advisor.
+/// One finding of the advisor: one cause, with its cost and its fix.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FindingJson {
+    /// A warning's place in the query's ranking, from 1, by share of the query's cost
+    /// (absent for a minor finding, and in logs written before findings were ranked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<usize>,
     /// The rule, e.g. `skewed-tasks`.
     pub rule: String,
-    /// `info` or `warn`.
+    /// `warn` for a material cost, `info` otherwise.
     pub severity: String,
-    /// The operator it is about.
+    /// The operator it is most about.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_id: Option<usize>,
-    /// The stage it is about.
+    /// The stage it is most about.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage_id: Option<u32>,
-    /// What was noticed, in one sentence.
+    /// Every operator it covers, the costliest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_ids: Vec<usize>,
+    /// Every stage it covers, the costliest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stage_ids: Vec<u32>,
+    /// What happened, with its evidence, in one sentence.
     pub message: String,
+    /// What it cost the query.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<CostJson>,
+    /// What would fix it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub action: String,
     /// The numbers behind it, by name.
     pub numbers: OrderedMap<i64>,
+}
+
+/// What a finding cost the query ([`qprof_core::advice::Cost`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CostJson {
+    /// `wall`, `cpu`, `taskTime` (ns) or `memory` (bytes).
+    pub kind: String,
+    /// The cost, in ns or bytes.
+    pub amount: u64,
+    /// The query's whole of the same kind (its duration, operator CPU, tasks' time, or the
+    /// memory limit); 0 when unknown.
+    pub whole: u64,
+    /// `amount` as thousandths of `whole`.
+    pub share_permille: u64,
+}
+
+impl FindingJson {
+    /// The findings of `profile`, the warnings ranked from 1 by cost and the minor ones
+    /// (`info`) after them, unranked.
+    pub fn ranked(profile: &qprof_core::profile::QueryProfile) -> Vec<FindingJson> {
+        advise(profile)
+            .iter()
+            .enumerate()
+            .map(|(i, f)| FindingJson {
+                rank: (f.severity == Severity::Warning).then_some(i + 1),
+                ..FindingJson::from(f)
+            })
+            .collect()
+    }
 }
 
 impl From<&Finding> for FindingJson {
     fn from(f: &Finding) -> FindingJson {
         FindingJson {
+            rank: None,
             rule: f.rule.to_string(),
             severity: f.severity.to_string(),
             node_id: f.node_id,
             stage_id: f.stage_id,
+            node_ids: f.node_ids.clone(),
+            stage_ids: f.stage_ids.clone(),
             message: f.message.clone(),
+            cost: Some(CostJson {
+                kind: f.cost.kind.as_str().to_string(),
+                amount: f.cost.amount,
+                whole: f.cost.whole,
+                share_permille: f.cost.share_permille(),
+            }),
+            action: f.action.clone(),
             numbers: OrderedMap(f.numbers.iter().map(|(k, v)| (k.to_string(), *v)).collect()),
         }
     }
@@ -880,7 +936,7 @@ impl From<&QueryProfile> for QueryJson {
             stages: p.stages.iter().map(StageJson::from).collect(),
             memory: p.memory.iter().map(MemoryJson::from).collect(),
             accumulator_ids: None,
-            findings: advise(p).iter().map(FindingJson::from).collect(),
+            findings: FindingJson::ranked(p),
             memory_pool: p.memory_pool.map(|pool| MemoryPoolJson {
                 limit_bytes: pool.limit_bytes,
                 peak_bytes: pool.peak_bytes,

@@ -29,7 +29,7 @@ fn the_document_has_the_documented_shape() {
     assert_eq!(q["criticalPath"].as_array().unwrap().len(), 1);
     assert_eq!(q["criticalPath"][0]["taskId"], 0);
     assert_eq!(q["criticalPath"][0]["nodeId"], 2);
-    // the advisor's findings: the scan has 93 % of the CPU
+    // the advisor's findings: the scan has 93 % of the CPU, a minor finding (unranked)
     assert_eq!(
         q["findings"],
         json!([{
@@ -37,7 +37,11 @@ fn the_document_has_the_documented_shape() {
             "severity": "info",
             "nodeId": 2,
             "stageId": 0,
+            "nodeIds": [2],
+            "stageIds": [0],
             "message": "#2 DataSourceExec is the bottleneck: 93% of the query's operator CPU (80.00 ms of 85.50 ms)",
+            "cost": {"kind": "cpu", "amount": 80_000_000, "whole": 85_500_000, "sharePermille": 935},
+            "action": "look at this operator first: its metrics and the functions it calls say what it spent the time on",
             "numbers": {"selfCpuNanos": 80_000_000, "queryCpuNanos": 85_500_000},
         }])
     );

@@ -173,11 +173,17 @@ pub(crate) fn query_spans(
             .push(attr("durationNanos", int(profile.duration_nanos)));
         query.events = advise(profile)
             .into_iter()
-            .map(|f| {
+            .enumerate()
+            .map(|(i, f)| {
                 let mut attributes = vec![
+                    attr("finding.rank", int(i as u64 + 1)),
                     attr("finding.rule", f.rule),
                     attr("finding.severity", f.severity.to_string()),
                     attr("finding.message", f.message),
+                    attr("finding.cost.kind", f.cost.kind.as_str()),
+                    attr("finding.cost", int(f.cost.amount)),
+                    attr("finding.cost.share_permille", int(f.cost.share_permille())),
+                    attr("finding.action", f.action),
                 ];
                 if let Some(node) = f.node_id {
                     attributes.push(attr("operator.id", int(node as u64)));

@@ -1,126 +1,146 @@
-//! Rules that set what the engine expected against what happened: the optimizer's row
-//! estimates against the rows operators produced (`misestimate`), and the memory the
-//! engine accounted for against the heap the process used (`untracked-memory`).
+//! The optimizer's row estimates against the rows operators produced, where the plan chose
+//! on them (`misestimate`). An estimate that was wrong but chose nothing stays in the
+//! profile beside the actual rows, as EXPLAIN ANALYZE shows it, without a finding.
 
-use super::{Finding, Severity, thresholds, value};
+use super::{Cost, CostKind, Finding, Severity, listed, num, query_cpu, thresholds, value};
 use crate::format;
-use crate::metric::saturating_i64;
 use crate::profile::{ProfileNode, QueryProfile, names};
 
-/// `misestimate`: an input of a join, or an aggregate's output, produced ten times more
-/// or fewer rows than the optimizer estimated: the join order, the build side and the
-/// aggregation's strategy were chosen on the wrong numbers.
-pub(super) fn misestimates(profile: &QueryProfile, out: &mut Vec<Finding>) {
-    for node in profile.plan.iter() {
-        if node.name.ends_with("JoinExec") {
-            for (side, input) in node.children.iter().enumerate() {
-                if let Some(finding) = misestimate(input, Some((node, side))) {
-                    out.push(finding);
-                }
-            }
-        } else if node.name == "AggregateExec"
-            && let Some(finding) = misestimate(node, None)
-        {
-            out.push(finding);
-        }
-    }
+/// One hash join whose build side was chosen on a wrong estimate.
+struct WrongBuild<'a> {
+    join: &'a ProfileNode,
+    build: &'a ProfileNode,
+    probe: &'a ProfileNode,
+    estimated: u64,
+    actual: u64,
+    probe_rows: u64,
+    /// The CPU the wrong choice cost (ns).
+    cost: u64,
+    /// Why it was wrong: the larger side built, or one table for every partition.
+    larger_side: bool,
 }
 
-/// The finding for `node`, an input of `join` (with its side) or an aggregate, if its
-/// rows are far from the estimate.
-fn misestimate(node: &ProfileNode, join: Option<(&ProfileNode, usize)>) -> Option<Finding> {
-    let estimated = node.estimate?.rows.value()?;
-    let actual = value(node, names::OUTPUT_ROWS).max(0) as u64;
-    let (low, high) = (estimated.min(actual), estimated.max(actual));
-    if high < thresholds::MISESTIMATE_MIN_ROWS
-        || high < low.max(1).saturating_mul(thresholds::MISESTIMATE_RATIO)
-    {
-        return None;
-    }
-    let what = match join {
-        Some((join, side)) => format!(
-            "the {} input of #{} {} (#{} {})",
-            if side == 0 { "first" } else { "second" },
-            join.id,
-            join.name,
-            node.id,
-            node.name
-        ),
-        None => format!("#{} {}", node.id, node.name),
+/// `misestimate`: a hash join built its table on an input whose rows were far above the
+/// estimate its statistics gave (exact or inexact, not absent), and the plan chose on it:
+/// the build side turned out the larger side, or the join built one table for all
+/// partitions (`CollectLeft`) on an input too large for one. It cost the part of the build
+/// phase's CPU that the right choice would not have spent.
+pub(super) fn misestimates(profile: &QueryProfile) -> Option<Finding> {
+    let mut found: Vec<WrongBuild<'_>> = profile.plan.iter().filter_map(wrong_build).collect();
+    found.sort_by_key(|w| std::cmp::Reverse(w.cost));
+    let worst = found.first()?;
+    let why = if worst.larger_side {
+        format!(
+            "it built its hash table on the larger side ({} rows; the other side, #{} {}, {})",
+            format::integer(num(worst.actual)),
+            worst.probe.id,
+            worst.probe.name,
+            format::integer(num(worst.probe_rows))
+        )
+    } else {
+        format!(
+            "it built one hash table for every partition (CollectLeft) on {} rows",
+            format::integer(num(worst.actual))
+        )
     };
-    let direction = if actual > estimated { "more" } else { "fewer" };
+    let mut message = format!(
+        "the build input of #{} {} (#{} {}) produced {} rows where the optimizer expected {} ({}x more): {why}",
+        worst.join.id,
+        worst.join.name,
+        worst.build.id,
+        worst.build.name,
+        format::integer(num(worst.actual)),
+        format::integer(num(worst.estimated)),
+        worst.actual / worst.estimated.max(1),
+    );
+    if found.len() > 1 {
+        let others: Vec<String> = found[1..]
+            .iter()
+            .map(|w| format!("#{} {}", w.join.id, w.join.name))
+            .collect();
+        message.push_str(&format!("; so did {}", listed(&others)));
+    }
+    let cost: u64 = found.iter().map(|w| w.cost).sum();
     Some(Finding {
         rule: "misestimate",
         severity: Severity::Warning,
-        node_id: Some(node.id),
-        stage_id: node.stage_id,
-        message: format!(
-            "{what} produced {} rows where the optimizer expected {} ({}x {direction}): plan choices made on the estimate (join order, build side, aggregation) may be wrong; statistics of its inputs (analyze the tables, collect file statistics) would correct it",
-            format::integer(saturating_i64(actual)),
-            format::integer(saturating_i64(estimated)),
-            high / low.max(1),
+        node_id: Some(worst.join.id),
+        stage_id: worst.join.stage_id,
+        node_ids: found.iter().map(|w| w.join.id).collect(),
+        stage_ids: found.iter().filter_map(|w| w.join.stage_id).collect(),
+        message,
+        cost: Cost::new(CostKind::Cpu, cost, query_cpu(profile)),
+        action: format!(
+            "give the optimizer true row counts for #{} {}'s tables (collect file statistics: datafusion.execution.collect_statistics, or a table provider's statistics that do not understate), or write the smaller input first",
+            worst.build.id, worst.build.name
         ),
         numbers: vec![
-            (names::OUTPUT_ROWS, saturating_i64(actual)),
-            ("estimatedRows", saturating_i64(estimated)),
+            ("buildRows", num(worst.actual)),
+            ("estimatedBuildRows", num(worst.estimated)),
+            ("probeRows", num(worst.probe_rows)),
+            ("costCpuNanos", num(cost)),
         ],
     })
 }
 
-/// `untracked-memory`: while a stage ran, the process's heap was well above what the
-/// memory pools and caches held: memory the engine allocates without reserving it (a
-/// function's or an operator's buffers), which a memory limit does not bound.
-pub(super) fn untracked_memory(profile: &QueryProfile, out: &mut Vec<Finding>) {
-    for stage in &profile.stages {
-        let Some(memory) = stage.memory else {
-            continue;
-        };
-        // no counting allocator, no heap figure
-        if memory.heap_bytes == 0 {
-            continue;
-        }
-        let tracked = memory.unified_bytes();
-        let untracked = memory.heap_bytes.saturating_sub(tracked);
-        if untracked < thresholds::UNTRACKED_MEMORY_MIN_BYTES
-            || untracked < tracked.saturating_mul(thresholds::UNTRACKED_MEMORY_RATIO)
-        {
-            continue;
-        }
-        let mut message = format!(
-            "while stage {} ran the heap reached {} but the memory pools and caches held at most {}: {} the engine allocated without reserving it, which no memory limit bounds",
-            stage.id,
-            format::bytes(saturating_i64(memory.heap_bytes)),
-            format::bytes(saturating_i64(tracked)),
-            format::bytes(saturating_i64(untracked)),
-        );
-        if profile.stack_samples.is_some() {
-            // the symbolizer keeps what it parsed of the binary's debug information
-            message.push_str(
-                " (stacks were sampled: naming their addresses keeps parts of the binary's debug information on the heap too, hundreds of MiB for a large binary)",
-            );
-        }
-        out.push(Finding {
-            rule: "untracked-memory",
-            severity: Severity::Warning,
-            node_id: None,
-            stage_id: Some(stage.id),
-            message,
-            numbers: vec![
-                ("heapBytes", saturating_i64(memory.heap_bytes)),
-                ("trackedBytes", saturating_i64(tracked)),
-                ("untrackedBytes", saturating_i64(untracked)),
-            ],
-        });
+/// `join`'s wrong build side, if it is a hash join whose build input was misestimated and
+/// chosen on that estimate.
+fn wrong_build(join: &ProfileNode) -> Option<WrongBuild<'_>> {
+    if join.name != "HashJoinExec" {
+        return None;
     }
+    let [build, probe] = join.children.as_slice() else {
+        return None;
+    };
+    let display = join.display.as_str();
+    let collect_left = display.contains("mode=CollectLeft");
+    if !collect_left && !display.contains("mode=Partitioned") {
+        return None;
+    }
+    let estimated = build.estimate?.rows.value()?;
+    let actual = value(build, names::OUTPUT_ROWS);
+    let probe_rows = value(probe, names::OUTPUT_ROWS);
+    if actual < thresholds::MISESTIMATE_MIN_ROWS
+        || actual
+            < estimated
+                .max(1)
+                .saturating_mul(thresholds::MISESTIMATE_RATIO)
+    {
+        return None;
+    }
+    let larger_side =
+        actual >= probe_rows.saturating_mul(thresholds::MISESTIMATE_BUILD_SIDE_FACTOR);
+    let too_large_to_collect = collect_left && actual >= thresholds::COLLECT_LEFT_MAX_ROWS;
+    if !larger_side && !too_large_to_collect {
+        return None;
+    }
+    let build_cpu = value(join, "hashBuildCpuNanos");
+    // building on the smaller side would have cost the build its share of the rows
+    let cost = if larger_side {
+        (u128::from(build_cpu) * u128::from(actual - probe_rows.min(actual)) / u128::from(actual))
+            as u64
+    } else {
+        build_cpu
+    };
+    Some(WrongBuild {
+        join,
+        build,
+        probe,
+        estimated,
+        actual,
+        probe_rows,
+        cost,
+        larger_side,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::advise;
     use super::*;
-    use crate::executor_memory::MemorySample;
+    use crate::metric::{MetricKind, TaskValue};
     use crate::profile::fixtures::sample;
-    use crate::profile::{Estimate, Estimated};
+    use crate::profile::{Estimate, Estimated, NodeMetric, OperatorText};
 
     fn fired(profile: &QueryProfile, rule: &str) -> Vec<Finding> {
         advise(profile)
@@ -129,87 +149,137 @@ mod tests {
             .collect()
     }
 
-    /// The sample with its node `id` estimated at `estimated` rows and producing `actual`,
-    /// renamed `name`.
-    fn estimated(name: &str, estimated: Estimated, actual: i64) -> QueryProfile {
+    fn with_metric(node: &mut ProfileNode, name: &'static str, v: i64) {
+        node.metrics.retain(|m| m.name != name);
+        node.metrics.push(NodeMetric::summed(
+            name,
+            name,
+            MetricKind::Sum,
+            vec![TaskValue {
+                task: None,
+                value: v,
+            }],
+        ));
+    }
+
+    /// The sample's filter turned into a hash join in `mode` of its scan (the build side,
+    /// estimated at `estimated` rows, producing `build` rows) with a copy of it (`probe`
+    /// rows), whose build phase took `build_cpu` ns.
+    fn join(
+        mode: &str,
+        estimated: Estimated,
+        build: i64,
+        probe: i64,
+        build_cpu: i64,
+    ) -> QueryProfile {
         let mut p = sample();
         let node = &mut p.plan.children[0];
-        node.name = name.to_string();
-        node.estimate = Some(Estimate {
+        node.name = "HashJoinExec".into();
+        node.display = OperatorText::from(format!("HashJoinExec: mode={mode}, join_type=Inner"));
+        with_metric(node, "hashBuildCpuNanos", build_cpu);
+        let mut other = node.children[0].clone();
+        other.id = 3;
+        with_metric(&mut other, names::OUTPUT_ROWS, probe);
+        node.children.push(other);
+        let scan = &mut node.children[0];
+        scan.estimate = Some(Estimate {
             rows: estimated,
             bytes: Estimated::Absent,
         });
-        let rows = node
-            .metrics
-            .iter_mut()
-            .find(|m| m.name == names::OUTPUT_ROWS)
-            .unwrap();
-        rows.value = actual;
+        with_metric(scan, names::OUTPUT_ROWS, build);
         p
     }
 
     #[test]
-    fn an_aggregate_ten_times_off_its_estimate_is_misestimated_either_way() {
-        let min = thresholds::MISESTIMATE_MIN_ROWS;
-        let over = fired(
-            &estimated("AggregateExec", Estimated::Inexact(min / 10), min as i64),
-            "misestimate",
+    fn a_build_side_chosen_on_a_wrong_estimate_is_a_misestimate() {
+        let min = thresholds::MISESTIMATE_MIN_ROWS as i64;
+        // estimated at a tenth of the rows it gave, and four times the probe side
+        let p = join(
+            "Partitioned",
+            Estimated::Inexact(min as u64 / 10),
+            min * 4,
+            min,
+            80_000_000,
         );
-        assert_eq!(over.len(), 1, "{over:?}");
-        assert!(over[0].message.contains("10x more"), "{}", over[0].message);
-        let under = fired(
-            &estimated("AggregateExec", Estimated::Exact(min * 20), min as i64),
-            "misestimate",
-        );
-        assert_eq!(under.len(), 1);
-        assert!(
-            under[0].message.contains("20x fewer"),
-            "{}",
-            under[0].message
-        );
-        // just under the ratio, under the floor, no estimate, or not an aggregate: quiet
-        for quiet in [
-            estimated(
-                "AggregateExec",
-                Estimated::Inexact(min / 10 + 1),
-                min as i64,
-            ),
-            estimated("AggregateExec", Estimated::Inexact(1), (min - 1) as i64),
-            estimated("AggregateExec", Estimated::Absent, min as i64 * 100),
-            estimated("FilterExec", Estimated::Inexact(1), min as i64 * 100),
-        ] {
-            assert!(fired(&quiet, "misestimate").is_empty());
-        }
-    }
-
-    #[test]
-    fn a_stage_whose_heap_dwarfs_its_reservations_has_untracked_memory() {
-        let min = thresholds::UNTRACKED_MEMORY_MIN_BYTES;
-        let with = |heap: u64, execution: u64| {
-            let mut p = sample();
-            p.stages[0].memory = Some(MemorySample {
-                heap_bytes: heap,
-                execution_bytes: execution,
-                ..MemorySample::default()
-            });
-            p
-        };
-        let found = fired(&with(min + 1_000, 500), "untracked-memory");
+        let found = fired(&p, "misestimate");
         assert_eq!(found.len(), 1, "{found:?}");
-        assert_eq!(found[0].stage_id, Some(with(0, 0).stages[0].id));
-        assert!(!found[0].message.contains("stacks were sampled"));
-        // a sampled query's finding says the symbolizer's memory is part of it
-        let mut sampled = with(min + 1_000, 500);
-        sampled.stack_samples = Some(crate::stacks::StackSamples::default());
-        let found = fired(&sampled, "untracked-memory");
+        assert_eq!(found[0].node_id, Some(1));
         assert!(
-            found[0].message.contains("stacks were sampled"),
+            found[0].message.contains("produced 40,000 rows where the optimizer expected 1,000 (40x more): it built its hash table on the larger side"),
             "{}",
             found[0].message
         );
-        // under the floor, under twice the reservations, or no heap figure: quiet
-        assert!(fired(&with(min - 1, 0), "untracked-memory").is_empty());
-        assert!(fired(&with(min * 3, min * 2), "untracked-memory").is_empty());
-        assert!(fired(&with(0, 0), "untracked-memory").is_empty());
+        // building on the probe side's 10,000 rows would have saved 3/4 of the 80 ms
+        assert_eq!(found[0].cost.kind, CostKind::Cpu);
+        assert_eq!(found[0].cost.amount, 60_000_000);
+        assert_eq!(found[0].severity, Severity::Warning);
+        // CollectLeft on an input too large for one table, even the smaller side
+        let big = thresholds::COLLECT_LEFT_MAX_ROWS as i64;
+        let p = join(
+            "CollectLeft",
+            Estimated::Exact(100),
+            big,
+            big * 3,
+            50_000_000,
+        );
+        let found = fired(&p, "misestimate");
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0]
+                .message
+                .contains("one hash table for every partition"),
+            "{}",
+            found[0].message
+        );
+        assert_eq!(found[0].cost.amount, 50_000_000);
+    }
+
+    #[test]
+    fn a_wrong_estimate_that_chose_nothing_is_no_finding() {
+        let min = thresholds::MISESTIMATE_MIN_ROWS as i64;
+        for quiet in [
+            // right side after all: the build side is the smaller
+            join(
+                "Partitioned",
+                Estimated::Inexact(10),
+                min,
+                min * 4,
+                80_000_000,
+            ),
+            // off by less than ten times
+            join(
+                "Partitioned",
+                Estimated::Inexact(min as u64 / 9),
+                min,
+                10,
+                80_000_000,
+            ),
+            // no estimate: nothing was chosen on it
+            join("Partitioned", Estimated::Absent, min * 4, min, 80_000_000),
+            // too few rows to matter
+            join("Partitioned", Estimated::Inexact(1), min - 1, 1, 80_000_000),
+            // CollectLeft on a small input, the smaller side
+            join(
+                "CollectLeft",
+                Estimated::Inexact(10),
+                min,
+                min * 4,
+                80_000_000,
+            ),
+        ] {
+            assert!(
+                fired(&quiet, "misestimate").is_empty(),
+                "{:?}",
+                fired(&quiet, "misestimate")
+            );
+        }
+        // an aggregate far off its estimate: shown beside the actual rows, no finding
+        let mut p = sample();
+        p.plan.estimate = Some(Estimate {
+            rows: Estimated::Inexact(1),
+            bytes: Estimated::Absent,
+        });
+        with_metric(&mut p.plan, names::OUTPUT_ROWS, min * 100);
+        assert!(fired(&p, "misestimate").is_empty());
     }
 }

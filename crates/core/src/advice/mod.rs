@@ -1,29 +1,33 @@
-//! The advisor: rules that read a query profile as an engineer would and say what stands
-//! out. Each finding names its rule, how much it matters, the operator or stage it is
-//! about, one sentence, and the numbers behind the sentence.
+//! The advisor: rules that read a query profile as an engineer would and say what cost the
+//! query. A finding is one cause: what happened, the numbers behind it, what it cost the
+//! query (wall time, CPU, task time or memory, and its share of the query's), and the action
+//! that would fix it. Findings are ranked by cost; a finding whose cost is below the floor
+//! ([`Cost::is_material`]) is `info` whatever its rule, so a healthy query has no warnings.
 //!
-//! Rules: `bottleneck`, `skewed-tasks`, `spill`, `io-bound`, `low-read-concurrency`,
-//! `dominating-function`, `unused-dynamic-filters`, `unselective-filter`,
-//! `memory-near-limit`, `slow-planning`, `exploding-join`, `critical-path`, and the rules
-//! of `estimates`: `misestimate` and `untracked-memory`.
+//! Rules (each gives at most one finding per query, listing every operator or stage it
+//! covers): `skewed-tasks`, `spill`, `io-bound`, `dominating-function`,
+//! `unselective-filter`, `memory-near-limit`, `slow-planning`, `exploding-join`, the rules of
+//! `estimates` (`misestimate`) and `memory` (`untracked-memory`), and the descriptive ones,
+//! always `info`: `bottleneck`, `critical-path`, `unused-dynamic-filters`.
 //!
-//! Rules look only at the profile (no engine), and each has a threshold under which it
-//! stays quiet, so a healthy query gets no findings.
+//! Rules look only at the profile (no engine).
 
 mod estimates;
+mod memory;
+mod operators;
+mod time;
 
 use std::fmt;
 
 use crate::format;
-use crate::metric::saturating_i64;
 use crate::profile::{ProfileNode, QueryProfile, names};
 
 /// How much a finding matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Severity {
-    /// Worth knowing: where the time went.
+    /// Worth knowing, but it cost the query little (or it only says where the time went).
     Info,
-    /// Likely a problem worth fixing.
+    /// A problem whose fix would save a material part of the query.
     Warning,
 }
 
@@ -36,19 +40,135 @@ impl fmt::Display for Severity {
     }
 }
 
-/// One thing the advisor noticed.
+/// What a cost is counted in, and what the query's whole of it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CostKind {
+    /// Nanoseconds of the query's wall time (of its duration).
+    Wall,
+    /// Nanoseconds of operator CPU (of the query's operator CPU).
+    Cpu,
+    /// Nanoseconds of task time, summed over tasks (of the query's tasks' time).
+    TaskTime,
+    /// Bytes of memory (of the memory limit, or of the heap's peak without one).
+    Memory,
+}
+
+impl CostKind {
+    /// `wall`, `cpu`, `taskTime` or `memory`: the name in the JSON profile and the tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CostKind::Wall => "wall",
+            CostKind::Cpu => "cpu",
+            CostKind::TaskTime => "taskTime",
+            CostKind::Memory => "memory",
+        }
+    }
+
+    /// The kind named `name` ([`Self::as_str`]).
+    pub fn parse(name: &str) -> Option<CostKind> {
+        [
+            CostKind::Wall,
+            CostKind::Cpu,
+            CostKind::TaskTime,
+            CostKind::Memory,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == name)
+    }
+}
+
+/// What a finding cost the query: an amount, and the query's whole it is a share of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cost {
+    /// What the amounts are counted in.
+    pub kind: CostKind,
+    /// The cost (ns or bytes).
+    pub amount: u64,
+    /// The query's whole of the same kind (ns or bytes); 0 when unknown.
+    pub whole: u64,
+}
+
+impl Cost {
+    /// A cost of `amount` out of the query's `whole`.
+    pub fn new(kind: CostKind, amount: u64, whole: u64) -> Cost {
+        Cost {
+            kind,
+            amount,
+            whole,
+        }
+    }
+
+    /// The cost as thousandths of the query's whole (capped at 1000; 0 without a whole).
+    pub fn share_permille(&self) -> u64 {
+        if self.whole == 0 {
+            return 0;
+        }
+        ((u128::from(self.amount) * 1000 / u128::from(self.whole)).min(1000)) as u64
+    }
+
+    /// Whether the cost is above the floor under which a finding is only `info`: for time,
+    /// [`thresholds::MATERIAL_MIN_NANOS`] and [`thresholds::MATERIAL_PERCENT`] of the
+    /// query's; for memory, [`thresholds::MATERIAL_MIN_BYTES`] and
+    /// [`thresholds::MATERIAL_MEMORY_PERCENT`] of the limit.
+    pub fn is_material(&self) -> bool {
+        let (min, percent) = match self.kind {
+            CostKind::Memory => (
+                thresholds::MATERIAL_MIN_BYTES,
+                thresholds::MATERIAL_MEMORY_PERCENT,
+            ),
+            _ => (thresholds::MATERIAL_MIN_NANOS, thresholds::MATERIAL_PERCENT),
+        };
+        self.amount >= min && self.share_permille() >= percent * 10
+    }
+}
+
+impl fmt::Display for Cost {
+    /// `1.20 s of wall time (40% of the query's)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (amount, of, whole) = match self.kind {
+            CostKind::Wall => (format::human_nanos(self.amount), "wall time", "the query's"),
+            CostKind::Cpu => (format::human_nanos(self.amount), "CPU", "its operator CPU"),
+            CostKind::TaskTime => (
+                format::human_nanos(self.amount),
+                "task time",
+                "its tasks' time",
+            ),
+            CostKind::Memory => (
+                format::bytes(i64::try_from(self.amount).unwrap_or(i64::MAX)),
+                "memory",
+                "the limit",
+            ),
+        };
+        write!(f, "{amount} of {of}")?;
+        if self.whole > 0 {
+            let permille = self.share_permille();
+            write!(f, " ({}.{}% of {whole})", permille / 10, permille % 10)?;
+        }
+        Ok(())
+    }
+}
+
+/// One cause the advisor found in a query.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finding {
     /// The rule that produced it, e.g. `skewed-tasks`.
     pub rule: &'static str,
-    /// How much it matters.
+    /// How much it matters: `Warning` only for a material cost.
     pub severity: Severity,
-    /// The operator it is about (its pre-order id), if one.
+    /// The operator it is most about (its pre-order id), if one.
     pub node_id: Option<usize>,
-    /// The stage it is about, if one.
+    /// The stage it is most about, if one.
     pub stage_id: Option<u32>,
-    /// What was noticed, in one sentence.
+    /// Every operator it covers, the costliest first.
+    pub node_ids: Vec<usize>,
+    /// Every stage it covers, the costliest first.
+    pub stage_ids: Vec<u32>,
+    /// What happened, with its evidence, in one sentence.
     pub message: String,
+    /// What it cost the query.
+    pub cost: Cost,
+    /// What would fix it.
+    pub action: String,
     /// The numbers behind the sentence, by name (nanoseconds, bytes, rows or ratios in
     /// thousandths, as the name says).
     pub numbers: Vec<(&'static str, i64)>,
@@ -56,11 +176,17 @@ pub struct Finding {
 
 /// Thresholds of the rules.
 pub mod thresholds {
+    /// A cost of time under this (ns) is not material ...
+    pub const MATERIAL_MIN_NANOS: u64 = 10_000_000;
+    /// ... nor one under this share (percent) of the query's.
+    pub const MATERIAL_PERCENT: u64 = 5;
+    /// A cost of memory under this (bytes) is not material ...
+    pub const MATERIAL_MIN_BYTES: u64 = 64 << 20;
+    /// ... nor one under this share (percent) of the memory limit.
+    pub const MATERIAL_MEMORY_PERCENT: u64 = 10;
     /// An operator with at least this share (percent) of the query's operator CPU is its
     /// bottleneck.
-    pub const BOTTLENECK_PERCENT: i64 = 50;
-    /// ... when the query's operator CPU is at least this (ns).
-    pub const BOTTLENECK_MIN_CPU_NANOS: i64 = 10_000_000;
+    pub const BOTTLENECK_PERCENT: u64 = 50;
     /// A stage's slowest task at least this many times its median task is skew ...
     pub const SKEW_RATIO: f64 = 4.0;
     /// ... when the stage has at least this many tasks ...
@@ -69,559 +195,232 @@ pub mod thresholds {
     pub const SKEW_MIN_EXTRA_MILLIS: u64 = 100;
     /// A function with at least this share (percent) of its operator's own CPU dominates
     /// it ...
-    pub const FUNCTION_PERCENT: i64 = 50;
-    /// ... when that operator has at least this share (percent) of the query's CPU.
-    pub const FUNCTION_MIN_OPERATOR_PERCENT: i64 = 10;
+    pub const FUNCTION_PERCENT: u64 = 50;
+    /// ... and is a finding at all when it has at least this share (percent) of the
+    /// query's operator CPU (a warning from [`super::Cost::is_material`] on).
+    pub const FUNCTION_MIN_QUERY_PERCENT: u64 = 20;
     /// An operator keeping its tasks waiting on storage for at least this share (percent)
-    /// of their time ...
-    pub const IO_WAIT_PERCENT: i64 = 50;
-    /// ... and at least this long (ns), is I/O bound.
-    pub const IO_WAIT_MIN_NANOS: i64 = 10_000_000;
+    /// of their time is I/O bound.
+    pub const IO_WAIT_PERCENT: u64 = 50;
     /// Fewer reads in flight on average than this (tenths, Spark's `average`) is low read
     /// concurrency for an I/O-bound operator with ...
     pub const LOW_CONCURRENCY_TENTHS: i64 = 15;
     /// ... at least this many read requests.
     pub const LOW_CONCURRENCY_MIN_REQUESTS: i64 = 8;
-    /// A filter right above a scan that keeps at least this share (percent) of the rows
-    /// the scan read, when the scan skipped nothing, filters in vain ...
-    pub const UNSELECTIVE_FILTER_PERCENT: i64 = 95;
+    /// A filter right above a scan that keeps at least this share (thousandths) of the
+    /// rows the scan read, when the scan skipped nothing, filters in vain: a predicate that
+    /// almost always holds (one that removes a few percent is the query's, not a waste) ...
+    pub const UNSELECTIVE_FILTER_PERMILLE: u64 = 995;
     /// ... over at least this many rows.
-    pub const UNSELECTIVE_FILTER_MIN_ROWS: i64 = 100_000;
+    pub const UNSELECTIVE_FILTER_MIN_ROWS: u64 = 100_000;
     /// A query whose memory pool held at least this share (percent) of its limit ran
     /// near the limit.
-    pub const MEMORY_NEAR_LIMIT_PERCENT: i64 = 90;
-    /// Planning that took at least as long as the execution, and at least this long (ns),
-    /// is slow planning.
-    pub const SLOW_PLANNING_MIN_NANOS: u64 = 10_000_000;
+    pub const MEMORY_NEAR_LIMIT_PERCENT: u64 = 90;
+    /// Planning that took at least this long (ns), and at least as long as the execution,
+    /// is slow planning (DataFusion plans a TPC-H query in a few milliseconds).
+    pub const SLOW_PLANNING_MIN_NANOS: u64 = 100_000_000;
     /// A join emitting at least this many times the rows of its larger input explodes ...
-    pub const EXPLODING_JOIN_RATIO: i64 = 10;
+    pub const EXPLODING_JOIN_RATIO: u64 = 10;
     /// ... when it emits at least this many rows.
-    pub const EXPLODING_JOIN_MIN_ROWS: i64 = 100_000;
-    /// An input of a join, or an aggregate's output, whose rows are at least this many
-    /// times the optimizer's estimate, or at most its inverse, was misestimated ...
+    pub const EXPLODING_JOIN_MIN_ROWS: u64 = 100_000;
+    /// A hash join's build input whose rows are at least this many times its estimate was
+    /// misestimated ...
     pub const MISESTIMATE_RATIO: u64 = 10;
-    /// ... when the larger of the two is at least this many rows.
+    /// ... when it produced at least this many rows; the plan chose on it when that made
+    /// the build side the larger one by ...
     pub const MISESTIMATE_MIN_ROWS: u64 = 10_000;
-    /// Heap above what the memory pools and caches hold, while a stage ran, of at least
-    /// this many bytes is memory the engine does not account for ...
+    /// ... at least this factor, or when it built one hash table for every partition on
+    /// an input at least as large as this many rows (DataFusion's
+    /// `hash_join_single_partition_threshold_rows`).
+    pub const MISESTIMATE_BUILD_SIDE_FACTOR: u64 = 2;
+    /// See [`MISESTIMATE_BUILD_SIDE_FACTOR`].
+    pub const COLLECT_LEFT_MAX_ROWS: u64 = 128 * 1024;
+    /// The heap's growth while a query ran above what its memory pool reserved, of at
+    /// least this many bytes, is memory the engine does not account for ...
     pub const UNTRACKED_MEMORY_MIN_BYTES: u64 = 256 << 20;
-    /// ... when it is also at least this many times what they hold.
+    /// ... when it is also at least this many times what the pool reserved.
     pub const UNTRACKED_MEMORY_RATIO: u64 = 2;
     /// A query that ran at least this long (ns) has its critical path named.
     pub const CRITICAL_PATH_MIN_NANOS: u64 = 1_000_000_000;
 }
 
-/// Everything the advisor notices in `profile`, warnings first, then by the query's
-/// order (operators in plan order, stages by id).
+/// Everything the advisor finds in `profile`, ranked: warnings first, then by the share of
+/// the query each cost, largest first. A finding's rank is its place in the list, from 1.
 pub fn advise(profile: &QueryProfile) -> Vec<Finding> {
-    let mut findings = Vec::new();
-    bottleneck(profile, &mut findings);
-    skewed_tasks(profile, &mut findings);
-    for node in profile.plan.iter() {
-        spill(node, &mut findings);
-        io_bound(profile, node, &mut findings);
+    let rules: [fn(&QueryProfile) -> Option<Finding>; 13] = [
+        time::skewed_tasks,
+        time::slow_planning,
+        time::bottleneck,
+        time::critical_path,
+        operators::spill,
+        operators::io_bound,
+        operators::dominating_function,
+        operators::unselective_filters,
+        operators::exploding_joins,
+        operators::unused_dynamic_filters,
+        estimates::misestimates,
+        memory::memory_near_limit,
+        memory::untracked_memory,
+    ];
+    let mut findings: Vec<Finding> = rules.iter().filter_map(|rule| rule(profile)).collect();
+    one_per_cause(&mut findings);
+    for finding in &mut findings {
+        if !finding.cost.is_material() {
+            finding.severity = Severity::Info;
+        }
     }
-    dominating_function(profile, &mut findings);
-    unused_dynamic_filters(profile, &mut findings);
-    unselective_filters(profile, &mut findings);
-    memory_near_limit(profile, &mut findings);
-    slow_planning(profile, &mut findings);
-    exploding_joins(profile, &mut findings);
-    estimates::misestimates(profile, &mut findings);
-    estimates::untracked_memory(profile, &mut findings);
-    critical_path(profile, &mut findings);
-    findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
+    findings.sort_by(|a, b| {
+        b.severity
+            .cmp(&a.severity)
+            .then(b.cost.share_permille().cmp(&a.cost.share_permille()))
+            .then(b.cost.amount.cmp(&a.cost.amount))
+            .then(a.rule.cmp(b.rule))
+    });
     findings
 }
 
-/// The query's operator CPU: the sum of every operator's self CPU.
-fn query_cpu(profile: &QueryProfile) -> i64 {
+/// Drops a finding that repeats another's cause: a function dominating a filter already
+/// reported as unselective (the predicate is the function), a pool near its limit whose
+/// largest holder spilled (the spill is what running out of memory did), and a bottleneck
+/// that is the operator of a warning (the warning says why it is one).
+fn one_per_cause(findings: &mut Vec<Finding>) {
+    let covered = |rule: &str, findings: &[Finding]| -> Vec<usize> {
+        findings
+            .iter()
+            .filter(|f| f.rule == rule)
+            .flat_map(|f| f.node_ids.clone())
+            .collect()
+    };
+    let filters = covered("unselective-filter", findings);
+    findings.retain(|f| {
+        f.rule != "dominating-function" || !f.node_ids.iter().all(|n| filters.contains(n))
+    });
+    let spilled = covered("spill", findings);
+    findings.retain(|f| {
+        f.rule != "memory-near-limit"
+            || f.node_ids.is_empty()
+            || !f.node_ids.iter().all(|n| spilled.contains(n))
+    });
+    let explained: Vec<usize> = findings
+        .iter()
+        .filter(|f| !matches!(f.rule, "bottleneck" | "critical-path"))
+        .filter(|f| f.cost.is_material())
+        .flat_map(|f| f.node_ids.clone())
+        .collect();
+    findings
+        .retain(|f| f.rule != "bottleneck" || !f.node_ids.iter().all(|n| explained.contains(n)));
+}
+
+/// The query's operator CPU: the sum of every operator's self CPU (ns).
+fn query_cpu(profile: &QueryProfile) -> u64 {
     profile
         .plan
         .iter()
-        .filter_map(|n| n.value(names::SELF_CPU_NANOS))
-        .map(|v| v.max(0))
+        .map(|n| value(n, names::SELF_CPU_NANOS))
         .sum()
 }
 
-fn value(node: &ProfileNode, name: &str) -> i64 {
-    node.value(name).unwrap_or(0).max(0)
-}
-
-fn pct(part: i64, whole: i64) -> i64 {
-    if whole <= 0 {
-        0
-    } else {
-        part.saturating_mul(100) / whole
-    }
-}
-
-fn nanos(ns: i64) -> String {
-    format::human_nanos(ns.max(0) as u64)
-}
-
-/// `bottleneck`: one operator takes most of the query's CPU.
-fn bottleneck(profile: &QueryProfile, out: &mut Vec<Finding>) {
-    let total = query_cpu(profile);
-    if total < thresholds::BOTTLENECK_MIN_CPU_NANOS {
-        return;
-    }
-    let Some(top) = profile.top_by_self_cpu().into_iter().next() else {
-        return;
-    };
-    let own = value(top, names::SELF_CPU_NANOS);
-    let share = pct(own, total);
-    if share < thresholds::BOTTLENECK_PERCENT {
-        return;
-    }
-    out.push(Finding {
-        rule: "bottleneck",
-        severity: Severity::Info,
-        node_id: Some(top.id),
-        stage_id: top.stage_id,
-        message: format!(
-            "#{} {} is the bottleneck: {share}% of the query's operator CPU ({} of {})",
-            top.id,
-            top.name,
-            nanos(own),
-            nanos(total)
-        ),
-        numbers: vec![(names::SELF_CPU_NANOS, own), ("queryCpuNanos", total)],
-    });
-}
-
-/// `skewed-tasks`: a stage's slowest task ran far longer than its median task.
-fn skewed_tasks(profile: &QueryProfile, out: &mut Vec<Finding>) {
-    for stage in &profile.stages {
-        let mut times: Vec<u64> = stage
-            .tasks
-            .iter()
-            .filter(|t| t.finish_epoch_millis >= t.start_epoch_millis && t.finish_epoch_millis > 0)
-            .map(|t| t.finish_epoch_millis - t.start_epoch_millis)
-            .collect();
-        if times.len() < thresholds::SKEW_MIN_TASKS {
-            continue;
-        }
-        times.sort_unstable();
-        let median = times[times.len() / 2];
-        let max = times[times.len() - 1];
-        let skewed = (max as f64) >= thresholds::SKEW_RATIO * (median.max(1) as f64)
-            && max - median >= thresholds::SKEW_MIN_EXTRA_MILLIS;
-        if !skewed {
-            continue;
-        }
-        let ms = |v: u64| nanos((v as i64).saturating_mul(1_000_000));
-        out.push(Finding {
-            rule: "skewed-tasks",
-            severity: Severity::Warning,
-            node_id: None,
-            stage_id: Some(stage.id),
-            message: format!(
-                "stage {}: the slowest of its {} tasks ran {:.1}x its median task ({} vs {}): skewed partitions",
-                stage.id,
-                times.len(),
-                max as f64 / median.max(1) as f64,
-                ms(max),
-                ms(median)
-            ),
-            numbers: vec![
-                ("maxTaskMillis", max as i64),
-                ("medianTaskMillis", median as i64),
-                ("tasks", times.len() as i64),
-            ],
-        });
-    }
-}
-
-/// `spill`: an operator wrote spill files.
-fn spill(node: &ProfileNode, out: &mut Vec<Finding>) {
-    let bytes = value(node, names::SPILL_WRITTEN_BYTES);
-    let files = value(node, names::SPILL_FILES_CREATED);
-    if bytes == 0 && files == 0 {
-        return;
-    }
-    let partitions = value(node, names::SPILLED_PARTITIONS);
-    let tasks = node
-        .metric(names::SELF_CPU_NANOS)
-        .map_or(0, |m| m.tasks.len());
-    out.push(Finding {
-        rule: "spill",
-        severity: Severity::Warning,
-        node_id: Some(node.id),
-        stage_id: node.stage_id,
-        message: format!(
-            "#{} {} spilled {} to {} file{} in {} of {} partitions: it ran out of memory",
-            node.id,
-            node.name,
-            format::bytes(bytes),
-            files,
-            if files == 1 { "" } else { "s" },
-            partitions,
-            tasks
-        ),
-        numbers: vec![
-            (names::SPILL_WRITTEN_BYTES, bytes),
-            (names::SPILL_FILES_CREATED, files),
-            (names::SPILLED_PARTITIONS, partitions),
-        ],
-    });
+/// The time the query's tasks ran, summed over them (ns).
+fn query_task_nanos(profile: &QueryProfile) -> u64 {
+    profile
+        .stages
+        .iter()
+        .map(|s| stage_task_nanos(profile, s.id))
+        .sum()
 }
 
 /// The time the tasks of stage `id` ran, summed over them (ns).
-fn stage_task_nanos(profile: &QueryProfile, id: u32) -> i64 {
+fn stage_task_nanos(profile: &QueryProfile, id: u32) -> u64 {
     profile
         .stages
         .iter()
         .filter(|s| s.id == id)
         .flat_map(|s| &s.tasks)
-        .filter(|t| t.finish_epoch_millis >= t.start_epoch_millis)
-        .map(|t| (t.finish_epoch_millis - t.start_epoch_millis) as i64 * 1_000_000)
+        .map(|t| {
+            t.finish_epoch_millis
+                .saturating_sub(t.start_epoch_millis)
+                .saturating_mul(1_000_000)
+        })
         .sum()
 }
 
-/// `io-bound` and `low-read-concurrency`: an operator's tasks spent most of their time
-/// waiting on its reads, perhaps with too few reads in flight. (Waiting is measured
-/// against the tasks' time, not the operator's: a scan waits between its polls.)
-fn io_bound(profile: &QueryProfile, node: &ProfileNode, out: &mut Vec<Finding>) {
-    let wait = value(node, names::IO_WAIT_NANOS);
-    let Some(stage) = node.stage_id else {
-        return;
-    };
-    let tasks = stage_task_nanos(profile, stage);
-    let share = pct(wait, tasks);
-    if wait < thresholds::IO_WAIT_MIN_NANOS || share < thresholds::IO_WAIT_PERCENT {
-        return;
-    }
-    out.push(Finding {
-        rule: "io-bound",
-        severity: Severity::Info,
-        node_id: Some(node.id),
-        stage_id: node.stage_id,
-        message: format!(
-            "#{} {} kept its tasks waiting on storage for {share}% of their time ({} of {}; {} read)",
-            node.id,
-            node.name,
-            nanos(wait),
-            nanos(tasks),
-            format::bytes(value(node, names::READ_BYTES))
-        ),
-        numbers: vec![(names::IO_WAIT_NANOS, wait), ("stageTaskNanos", tasks)],
-    });
-    let requests = value(node, names::READ_REQUESTS);
-    let Some(concurrency) = node.value(names::AVERAGE_READ_CONCURRENCY) else {
-        return;
-    };
-    if requests >= thresholds::LOW_CONCURRENCY_MIN_REQUESTS
-        && concurrency < thresholds::LOW_CONCURRENCY_TENTHS
-    {
-        out.push(Finding {
-            rule: "low-read-concurrency",
-            severity: Severity::Warning,
-            node_id: Some(node.id),
-            stage_id: node.stage_id,
-            message: format!(
-                "#{} {} kept {:.1} reads in flight on average over {requests} requests while waiting on storage: more partitions or prefetching would overlap them",
-                node.id,
-                node.name,
-                concurrency as f64 / 10.0
-            ),
-            numbers: vec![
-                ("averageReadConcurrencyTenths", concurrency),
-                (names::READ_REQUESTS, requests),
-            ],
-        });
+/// Metric `name` of `node`, 0 if absent or negative.
+fn value(node: &ProfileNode, name: &str) -> u64 {
+    node.value(name).unwrap_or(0).max(0) as u64
+}
+
+/// `part` as a whole percentage of `whole` (0 without a whole).
+fn pct(part: u64, whole: u64) -> u64 {
+    if whole == 0 {
+        0
+    } else {
+        (u128::from(part) * 100 / u128::from(whole)) as u64
     }
 }
 
-/// `dominating-function`: one function takes most of a costly operator's own CPU.
-fn dominating_function(profile: &QueryProfile, out: &mut Vec<Finding>) {
-    let total = query_cpu(profile);
-    for node in profile.plan.iter() {
-        let own = value(node, names::SELF_CPU_NANOS);
-        if pct(own, total) < thresholds::FUNCTION_MIN_OPERATOR_PERCENT {
-            continue;
-        }
-        let Some(top) = node.functions.iter().max_by_key(|f| f.cpu_nanos) else {
-            continue;
-        };
-        let cpu = saturating_i64(top.cpu_nanos);
-        let share = pct(cpu, own);
-        if share < thresholds::FUNCTION_PERCENT {
-            continue;
-        }
-        out.push(Finding {
-            rule: "dominating-function",
-            severity: Severity::Info,
-            node_id: Some(node.id),
-            stage_id: node.stage_id,
-            message: format!(
-                "{} takes {share}% of #{} {}'s own CPU ({}{} of {})",
-                top.expression,
-                node.id,
-                node.name,
-                if top.cpu_extrapolated { "~" } else { "" },
-                nanos(cpu),
-                nanos(own)
-            ),
-            numbers: vec![
-                (names::FUNCTION_CPU_NANOS, cpu),
-                (names::SELF_CPU_NANOS, own),
-            ],
-        });
+/// `part` in thousandths of `whole` (0 without a whole).
+fn permille(part: u64, whole: u64) -> u64 {
+    if whole == 0 {
+        0
+    } else {
+        (u128::from(part) * 1000 / u128::from(whole)) as u64
     }
 }
 
-/// `unused-dynamic-filters`: operators produced dynamic filters that no scan took.
-fn unused_dynamic_filters(profile: &QueryProfile, out: &mut Vec<Finding>) {
-    let accepted: i64 = profile
-        .plan
+/// `v` as a metric number (saturating).
+fn num(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// `#3 SortExec`, `#3 SortExec and #7 SortExec`, `#3 SortExec, #7 SortExec and 2 more`.
+fn operators(nodes: &[&ProfileNode]) -> String {
+    let names: Vec<String> = nodes
         .iter()
-        .map(|n| value(n, names::DYNAMIC_FILTERS_ACCEPTED))
-        .sum();
-    if accepted > 0 {
-        return;
-    }
-    for node in profile.plan.iter() {
-        let produced = value(node, names::DYNAMIC_FILTERS_PRODUCED);
-        if produced == 0 {
-            continue;
-        }
-        out.push(Finding {
-            rule: "unused-dynamic-filters",
-            severity: Severity::Info,
-            node_id: Some(node.id),
-            stage_id: node.stage_id,
-            message: format!(
-                "#{} {} produced {produced} dynamic filter{} that no scan accepted: the scans read every row the filter could have skipped",
-                node.id,
-                node.name,
-                if produced == 1 { "" } else { "s" }
-            ),
-            numbers: vec![(names::DYNAMIC_FILTERS_PRODUCED, produced)],
-        });
+        .map(|n| format!("#{} {}", n.id, n.name))
+        .collect();
+    listed(&names)
+}
+
+/// Up to three items joined in prose, then how many more.
+fn listed(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [a, b] => format!("{a} and {b}"),
+        [a, b, c] => format!("{a}, {b} and {c}"),
+        [a, b, c, rest @ ..] => format!("{a}, {b}, {c} and {} more", rest.len()),
     }
 }
 
-/// `unselective-filter`: a filter right above a scan keeps almost every row the scan read,
-/// and the scan skipped no file or row group with it: its predicate costs CPU and prunes
-/// nothing (a predicate on an unsorted column, or one that statistics cannot decide).
-fn unselective_filters(profile: &QueryProfile, out: &mut Vec<Finding>) {
-    for filter in profile.plan.iter().filter(|n| n.name == "FilterExec") {
-        let [scan] = filter.children.as_slice() else {
-            continue;
-        };
-        if scan.name != "DataSourceExec" {
-            continue;
-        }
-        let (read, kept) = (
-            value(scan, names::OUTPUT_ROWS),
-            value(filter, names::OUTPUT_ROWS),
-        );
-        let skipped = value(scan, names::SKIPPED_SPLITS) + value(scan, names::SKIPPED_STRIDES);
-        if read < thresholds::UNSELECTIVE_FILTER_MIN_ROWS
-            || pct(kept, read) < thresholds::UNSELECTIVE_FILTER_PERCENT
-            || skipped > 0
-        {
-            continue;
-        }
-        out.push(Finding {
-            rule: "unselective-filter",
-            severity: Severity::Info,
-            node_id: Some(filter.id),
-            stage_id: filter.stage_id,
-            message: format!(
-                "#{} FilterExec keeps {}% of the {} rows #{} {} read, which skipped no file or row group with it: the predicate costs {} of CPU to remove {} rows",
-                filter.id,
-                pct(kept, read),
-                format::integer(read),
-                scan.id,
-                scan.name,
-                nanos(value(filter, names::SELF_CPU_NANOS)),
-                format::integer(read - kept),
-            ),
-            numbers: vec![
-                ("scanOutputRows", read),
-                ("filterOutputRows", kept),
-                (names::SELF_CPU_NANOS, value(filter, names::SELF_CPU_NANOS)),
-            ],
-        });
-    }
-}
-
-/// `memory-near-limit`: the memory pool came within a tenth of its limit while the query
-/// ran; an operator that cannot spill fails there, the others spill.
-fn memory_near_limit(profile: &QueryProfile, out: &mut Vec<Finding>) {
-    let Some(pool) = profile.memory_pool else {
-        return;
-    };
-    let Some(limit) = pool.limit_bytes.filter(|l| *l > 0) else {
-        return;
-    };
-    let (peak, limit) = (saturating_i64(pool.peak_bytes), saturating_i64(limit));
-    let share = pct(peak, limit);
-    if share < thresholds::MEMORY_NEAR_LIMIT_PERCENT {
-        return;
-    }
-    out.push(Finding {
-        rule: "memory-near-limit",
-        severity: Severity::Warning,
-        node_id: None,
-        stage_id: None,
-        message: format!(
-            "the query's memory pool held up to {} of its {} limit ({share}%): operators that can spill did or will, those that cannot fail at the limit",
-            format::bytes(peak),
-            format::bytes(limit),
-        ),
-        numbers: vec![("memoryPoolPeakBytes", peak), ("memoryLimitBytes", limit)],
-    });
-}
-
-/// `exploding-join`: a join emitted many times the rows of its larger input (a key that
-/// repeats on both sides, or a missing join condition).
-fn exploding_joins(profile: &QueryProfile, out: &mut Vec<Finding>) {
-    let joins = profile
-        .plan
-        .iter()
-        .filter(|n| n.name.ends_with("JoinExec") && n.children.len() == 2);
-    for join in joins {
-        let emitted = value(join, names::OUTPUT_ROWS);
-        let inputs = [
-            value(&join.children[0], names::OUTPUT_ROWS),
-            value(&join.children[1], names::OUTPUT_ROWS),
-        ];
-        let larger = inputs[0].max(inputs[1]);
-        if emitted < thresholds::EXPLODING_JOIN_MIN_ROWS
-            || emitted < larger.saturating_mul(thresholds::EXPLODING_JOIN_RATIO)
-        {
-            continue;
-        }
-        out.push(Finding {
-            rule: "exploding-join",
-            severity: Severity::Warning,
-            node_id: Some(join.id),
-            stage_id: join.stage_id,
-            message: format!(
-                "#{} {} emitted {} rows from inputs of {} and {} rows ({}x its larger input): a join key that repeats on both sides, or a missing join condition",
-                join.id,
-                join.name,
-                format::integer(emitted),
-                format::integer(inputs[0]),
-                format::integer(inputs[1]),
-                emitted / larger.max(1),
-            ),
-            numbers: vec![
-                (names::OUTPUT_ROWS, emitted),
-                ("firstInputRows", inputs[0]),
-                ("secondInputRows", inputs[1]),
-            ],
-        });
-    }
-}
-
-/// `critical-path`: for a query of a second or more, the chain of stages that bounded its
-/// wall time, and the longest of their last tasks with the operator it spent most in.
-fn critical_path(profile: &QueryProfile, out: &mut Vec<Finding>) {
-    if profile.duration_nanos < thresholds::CRITICAL_PATH_MIN_NANOS {
-        return;
-    }
-    let path = profile.critical_path();
-    let Some(longest) = path
-        .iter()
-        .max_by_key(|s| (s.own_millis, std::cmp::Reverse(s.stage_id)))
-    else {
-        return;
-    };
-    let stages: Vec<String> = path.iter().map(|s| s.stage_id.to_string()).collect();
-    let own_nanos = longest.own_millis.saturating_mul(1_000_000);
-    let share = saturating_i64(own_nanos) * 100 / saturating_i64(profile.duration_nanos).max(1);
-    let mut message = format!(
-        "the query's wall time ran through stage{} {}; the longest step, stage {}'s last task {} ({} of its own, {share}% of the query), ",
-        if path.len() == 1 { "" } else { "s" },
-        stages.join(" <- "),
-        longest.stage_id,
-        longest.task_id,
-        format::human_nanos(own_nanos),
-    );
-    match &longest.hottest {
-        Some(hottest) => {
-            message.push_str(&format!(
-                "spent {}% of its CPU in #{} {}",
-                hottest.cpu_percent, hottest.node_id, hottest.name
-            ));
-            if let Some((phase, share)) = &hottest.phase {
-                message.push_str(&format!(", {share}% of that in its {phase} phase"));
-            }
-        }
-        None => message.push_str("measured no operator CPU"),
-    }
-    out.push(Finding {
-        rule: "critical-path",
-        severity: Severity::Info,
-        node_id: longest.hottest.as_ref().map(|h| h.node_id),
-        stage_id: Some(longest.stage_id),
-        message,
-        numbers: vec![
-            ("ownMillis", saturating_i64(longest.own_millis)),
-            ("durationNanos", saturating_i64(profile.duration_nanos)),
-            ("steps", path.len() as i64),
-        ],
-    });
-}
-
-/// `slow-planning`: planning took as long as running the query, or longer.
-fn slow_planning(profile: &QueryProfile, out: &mut Vec<Finding>) {
-    let Some(planning) = &profile.planning else {
-        return;
-    };
-    let planned = planning.wall_nanos();
-    let executed = profile.duration_nanos.saturating_sub(planned);
-    if planned < thresholds::SLOW_PLANNING_MIN_NANOS || planned < executed {
-        return;
-    }
-    let phase = planning.phases.iter().max_by_key(|p| p.wall_nanos);
-    let rule = planning.rules.iter().max_by_key(|r| r.wall_nanos);
-    let mut message = format!(
-        "planning took {} and running the query {}",
-        format::human_nanos(planned),
-        format::human_nanos(executed)
-    );
-    if let Some(phase) = phase {
-        message.push_str(&format!(
-            ": most in {} ({})",
-            phase.phase.as_str(),
-            format::human_nanos(phase.wall_nanos)
-        ));
-    }
-    if let Some(rule) = rule.filter(|r| r.wall_nanos > 0) {
-        message.push_str(&format!(
-            ", the slowest rule {} ({} in {} calls)",
-            rule.name,
-            format::human_nanos(rule.wall_nanos),
-            rule.calls
-        ));
-    }
-    out.push(Finding {
-        rule: "slow-planning",
-        severity: Severity::Warning,
-        node_id: None,
-        stage_id: None,
-        message,
-        numbers: vec![
-            ("planningNanos", saturating_i64(planned)),
-            ("executionNanos", saturating_i64(executed)),
-        ],
-    });
-}
-
-/// The findings as text lines (`  [warn] ...`), under a `findings:` header;
-/// `findings: none` when there are none.
+/// The findings as text under a `findings:` header: each warning, ranked, with its cost and
+/// fix; then the minor ones folded into one line. `findings: none` when there are none.
 pub fn render_findings(findings: &[Finding]) -> String {
-    if findings.is_empty() {
-        return "findings: none\n".to_string();
+    let (warnings, minor): (Vec<&Finding>, Vec<&Finding>) = findings
+        .iter()
+        .partition(|f| f.severity == Severity::Warning);
+    let mut out = String::from("findings:");
+    if warnings.is_empty() {
+        out.push_str(" none");
     }
-    let mut out = String::from("findings:\n");
-    for f in findings {
-        out.push_str(&format!("  [{}] {}\n", f.severity, f.message));
+    out.push('\n');
+    for (rank, f) in warnings.iter().enumerate() {
+        out.push_str(&format!(
+            "  {}. [{}] {}: {}\n     cost {}; fix: {}\n",
+            rank + 1,
+            f.severity,
+            f.rule,
+            f.message,
+            f.cost,
+            f.action
+        ));
+    }
+    if !minor.is_empty() {
+        let rules: Vec<&str> = minor.iter().map(|f| f.rule).collect();
+        out.push_str(&format!(
+            "  ({} minor: {}; the JSON profile and qprof.findings hold them)\n",
+            minor.len(),
+            rules.join(", ")
+        ));
     }
     out
 }

@@ -26,12 +26,34 @@ static COLUMNS: LazyLock<Vec<Column<FindingRow>>> = LazyLock::new(|| {
         int("query_id", |f: &FindingRow| Some(f.query_id)).about("The query it is about.", None),
         time("submission_time", |f: &FindingRow| Some(f.submission_time))
             .about("When its query was submitted.", None),
+        int("rank", |f: &FindingRow| f.finding.rank.map(|r| r as i64)).about(
+            "A warning's place in the query's ranking, from 1, by share of cost; null for a minor finding.",
+            None,
+        ),
         text("rule", |f: &FindingRow| Some(f.finding.rule.as_str()))
             .about("The advisor's rule, e.g. skewed-tasks.", None),
         text("severity", |f: &FindingRow| {
             Some(f.finding.severity.as_str())
         })
-        .about("info or warn.", None),
+        .about("warn for a material cost, info otherwise.", None),
+        text("cost_kind", |f: &FindingRow| {
+            f.finding.cost.as_ref().map(|c| c.kind.as_str())
+        })
+        .about(
+            "What the cost is counted in: wall, cpu, taskTime (ns) or memory (bytes).",
+            None,
+        ),
+        int("cost", |f: &FindingRow| {
+            f.finding.cost.as_ref().map(|c| i64::try_from(c.amount).unwrap_or(i64::MAX))
+        })
+        .about("What it cost the query, in ns or bytes (cost_kind).", None),
+        int("cost_share_permille", |f: &FindingRow| {
+            f.finding.cost.as_ref().map(|c| i64::try_from(c.share_permille).unwrap_or(i64::MAX))
+        })
+        .about(
+            "The cost as thousandths of the query's whole of its kind (duration, operator CPU, tasks' time, memory limit).",
+            None,
+        ),
         int("node_id", |f: &FindingRow| {
             f.finding.node_id.map(|n| n as i64)
         })
@@ -43,7 +65,11 @@ static COLUMNS: LazyLock<Vec<Column<FindingRow>>> = LazyLock::new(|| {
         })
         .about("The stage it is about, if one.", None),
         text("message", |f: &FindingRow| Some(f.finding.message.as_str()))
-            .about("What was noticed, in one sentence.", None),
+            .about("What happened, with its evidence, in one sentence.", None),
+        text("action", |f: &FindingRow| {
+            Some(f.finding.action.as_str()).filter(|a| !a.is_empty())
+        })
+        .about("What would fix it.", None),
         int_map("numbers", |f: &FindingRow, add| {
             for (name, value) in &f.finding.numbers.0 {
                 add(name, *value);

@@ -237,14 +237,36 @@
       }
     }
 
-    // What the advisor noticed, warnings first; a finding about an operator selects it.
+    // What the advisor found, ranked by what it cost: warnings with their cost and fix; the
+    // minor ones folded. A finding about an operator selects it.
     const findings = profile && Array.isArray(profile.findings) ? profile.findings : [];
-    const findingRows = findings.map((f) => h('li', { class: `finding finding-${f.severity}`, 'data-rule': f.rule },
+    const costText = (c) => {
+      if (!c || !isNum(c.amount)) return null;
+      const amount = c.kind === 'memory' ? fmtBytes(c.amount) : fmtNs(c.amount);
+      const of = { wall: 'wall time', cpu: 'CPU', taskTime: 'task time', memory: 'memory' }[c.kind] || c.kind;
+      const whole = { wall: "the query's", cpu: 'its operator CPU', taskTime: "its tasks' time", memory: 'the limit' }[c.kind] || 'the whole';
+      return `${amount} of ${of}` + (c.whole > 0 ? ` (${(c.sharePermille / 10).toFixed(1)}% of ${whole})` : '');
+    };
+    const findingRow = (f) => h('li', { class: `finding finding-${f.severity}`, 'data-rule': f.rule, 'data-rank': isNum(f.rank) ? String(f.rank) : null },
+      isNum(f.rank) ? h('span', { class: 'finding-rank' }, `${f.rank}.`) : null,
+      ' ',
       h('span', { class: `badge ${f.severity === 'warn' ? 'badge-failed' : 'badge-neutral'}` }, f.severity),
+      ' ',
+      h('span', { class: 'mono small finding-rule' }, f.rule),
       ' ',
       isNum(f.nodeId) && byId.has(f.nodeId)
         ? h('button', { type: 'button', class: 'linkish', onclick: () => onSelect(f.nodeId) }, f.message)
-        : h('span', null, f.message)));
+        : h('span', null, f.message),
+      costText(f.cost) ? h('div', { class: 'finding-cost muted' }, `cost ${costText(f.cost)}`) : null,
+      f.action ? h('div', { class: 'finding-action' }, `fix: ${f.action}`) : null);
+    const warned = findings.filter((f) => f.severity === 'warn');
+    const minor = findings.filter((f) => f.severity !== 'warn');
+    const findingsCard = findings.length ? card('Findings', { id: 'findings' },
+      warned.length ? h('ol', { class: 'findings' }, warned.map(findingRow))
+        : h('p', { class: 'muted', id: 'no-warnings' }, 'Nothing cost this query enough to warn about.'),
+      minor.length ? h('details', { class: 'findings-minor', id: 'minor-findings' },
+        h('summary', null, `${minor.length} minor finding${minor.length === 1 ? '' : 's'} (info)`),
+        h('ul', { class: 'findings' }, minor.map(findingRow))) : null) : null;
 
     const submitted = parseDate(sql.submissionTime);
     const criticalTasks = new Set((profile && Array.isArray(profile.criticalPath) ? profile.criticalPath : []).map((s) => s.taskId));
@@ -295,7 +317,7 @@
         ]),
         failed && sql.errorMessage ? h('div', { class: 'error-message-box banner' },
           h('span', { class: 'error-title' }, 'Failed: '), h('span', { class: 'banner-text' }, firstLine(sql.errorMessage))) : null,
-        findingRows.length ? card('Findings', { id: 'findings' }, h('ul', { class: 'findings' }, findingRows)) : null,
+        findingsCard,
         card('Physical plan', { id: 'plan', class: 'card plan-card' }, legend, graphEl),
         h('div', { class: 'two-col' },
           card('Top operators by self time', { id: 'top-operators' },
