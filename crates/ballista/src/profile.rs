@@ -551,6 +551,7 @@ pub fn query_profile(
         memory_pool: None,
         planning: None,
         stack_samples: None,
+        overlapping_queries: 0,
     }
 }
 

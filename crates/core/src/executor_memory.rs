@@ -6,7 +6,48 @@
 //! memory (caches), file-backed resident memory, and the process's resident and virtual
 //! size. The Spark executor-metric slot each one fills is the event log's business.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
+
+/// Profiled queries running in this process now, and started since it began: they share
+/// its heap, so one query's heap growth is its own only when it ran alone.
+static QUERIES_RUNNING: AtomicU64 = AtomicU64::new(0);
+static QUERIES_STARTED: AtomicU64 = AtomicU64::new(0);
+
+/// A query's turn on the process's heap, from its start until it is dropped: it tells how
+/// many other queries ran beside it.
+#[derive(Debug)]
+pub struct QueryTurn {
+    started_before: u64,
+    running_at_start: u64,
+}
+
+impl QueryTurn {
+    /// A query starts.
+    pub fn begin() -> QueryTurn {
+        let started_before = QUERIES_STARTED.fetch_add(1, Ordering::SeqCst);
+        let running_at_start = QUERIES_RUNNING.fetch_add(1, Ordering::SeqCst);
+        QueryTurn {
+            started_before,
+            running_at_start,
+        }
+    }
+
+    /// The other queries that ran at some time while this one did so far: those running
+    /// when it started and those started since.
+    pub fn others(&self) -> u32 {
+        let started_since = QUERIES_STARTED
+            .load(Ordering::SeqCst)
+            .saturating_sub(self.started_before + 1);
+        u32::try_from(self.running_at_start.saturating_add(started_since)).unwrap_or(u32::MAX)
+    }
+}
+
+impl Drop for QueryTurn {
+    fn drop(&mut self) {
+        QUERIES_RUNNING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
 /// One reading of an executor's memory. Sizes in bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -24,7 +24,7 @@ use qprof_core::advice::{Severity, advise, render_findings};
 use qprof_core::profile::{Estimated, QueryProfile};
 use qprof_datafusion::ProfilingSession;
 
-const ROWS: usize = 500_000;
+const ROWS: usize = 2_000_000;
 const GROUPS: i64 = 20_000;
 /// What the lying table claims to hold.
 const CLAIMED_ROWS: usize = 10;
@@ -196,7 +196,7 @@ async fn statistics_that_lie_put_the_larger_side_on_the_build_side() {
     assert_eq!(build_rows, ROWS as i64, "{text}");
     assert!(
         found[0].message.contains(&format!(
-            "produced 500,000 rows where the optimizer expected {CLAIMED_ROWS}"
+            "produced 2,000,000 rows where the optimizer expected {CLAIMED_ROWS}"
         )),
         "{}",
         found[0].message
@@ -207,13 +207,14 @@ async fn statistics_that_lie_put_the_larger_side_on_the_build_side() {
         found[0].message
     );
     // the plan's one problem: its finding is the first, a warning; it cost the build the
-    // share of its CPU that the larger side's rows took (96% of them)
+    // share of its CPU that the larger side's rows took (99% of them)
     let findings = advise(&profile);
     assert_eq!(
         (findings[0].rule, findings[0].severity),
         ("misestimate", Severity::Warning),
-        "{}",
-        render_findings(&findings)
+        "{}{:?}\n{text}",
+        render_findings(&findings),
+        found[0].cost
     );
     let build_cpu = join.value("hashBuildCpuNanos").unwrap() as u64;
     let cost = found[0].cost.amount;

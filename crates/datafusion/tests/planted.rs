@@ -42,10 +42,11 @@ fn top_finding(profile: &QueryProfile, rule: &str) -> Finding {
     let top = findings
         .first()
         .unwrap_or_else(|| panic!("no finding, {rule} expected:\n{text}"));
+    let costs: Vec<(&str, _)> = findings.iter().map(|f| (f.rule, f.cost)).collect();
     assert_eq!(
         (top.rule, top.severity),
         (rule, Severity::Warning),
-        "{}\n{text}",
+        "{}{costs:?}\n{text}",
         render_findings(&findings)
     );
     assert!(
@@ -509,15 +510,16 @@ async fn a_slow_store_is_io_bound_costing_the_wait_on_its_reads() {
 
 // --- a healthy run ---------------------------------------------------------------------
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_22_tpch_queries_at_sf_0_1_warn_of_nothing() {
-    let root = temp_dir("tpch");
-    let dir = root.join("sf0.1");
-    let sf: qprof_tpch::ScaleFactor = "0.1".parse().unwrap();
+/// Runs the 22 TPC-H queries at `scale` with memory to spare and checks their findings:
+/// no warning (minor ones may be), and a bottleneck only where it is true.
+async fn tpch_warns_of_nothing(scale: &str) {
+    let root = temp_dir(&format!("tpch-{scale}"));
+    let dir = root.join(format!("sf{scale}"));
+    let sf: qprof_tpch::ScaleFactor = scale.parse().unwrap();
     let paths = tokio::task::spawn_blocking(move || qprof_tpch::generate(sf, &dir, &mut |_| {}))
         .await
         .unwrap()
-        .expect("TPC-H SF 0.1 generates");
+        .expect("TPC-H generates");
     let session = session(2);
     qprof_tpch::register_all(session.context(), &paths)
         .await
@@ -529,7 +531,26 @@ async fn the_22_tpch_queries_at_sf_0_1_warn_of_nothing() {
         if findings.iter().any(|f| f.severity == Severity::Warning) {
             warned.push(format!("q{n}: {}", render_findings(&findings)));
         }
+        for finding in &findings {
+            if finding.rule == "bottleneck" {
+                // the operator with the most CPU, and half the query's
+                let top = run.profile.top_by_self_cpu()[0];
+                assert_eq!(finding.node_id, Some(top.id), "q{n}");
+                let own = number(finding, names::SELF_CPU_NANOS);
+                assert!(own * 2 >= number(finding, "queryCpuNanos"), "q{n}");
+            }
+        }
     }
     assert!(warned.is_empty(), "{}", warned.join(""));
     let _ = std::fs::remove_dir_all(&root);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_22_tpch_queries_at_sf_0_1_warn_of_nothing() {
+    tpch_warns_of_nothing("0.1").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_22_tpch_queries_at_sf_1_warn_of_nothing() {
+    tpch_warns_of_nothing("1").await;
 }

@@ -207,6 +207,13 @@ pub struct QueryJson {
     /// The native stacks sampled while its operators ran, when sampling was on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack_samples: Option<StackSamplesJson>,
+    /// Other queries of the same process that ran while it did (absent when none).
+    #[serde(default, skip_serializing_if = "is_no_query")]
+    pub overlapping_queries: u32,
+}
+
+fn is_no_query(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A step of a query's critical path: a stage's task that finished last.
@@ -943,6 +950,7 @@ impl From<&QueryProfile> for QueryJson {
             }),
             planning: p.planning.as_ref().map(PlanningJson::from),
             stack_samples: p.stack_samples.as_ref().map(StackSamplesJson::from),
+            overlapping_queries: p.overlapping_queries,
             critical_path: p
                 .critical_path()
                 .iter()

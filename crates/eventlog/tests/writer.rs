@@ -222,6 +222,7 @@ fn profile() -> QueryProfile {
                 },
             ],
         }),
+        overlapping_queries: 0,
     }
 }
 

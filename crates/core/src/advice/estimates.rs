@@ -114,7 +114,9 @@ fn wrong_build(join: &ProfileNode) -> Option<WrongBuild<'_>> {
     if !larger_side && !too_large_to_collect {
         return None;
     }
-    let build_cpu = value(join, "hashBuildCpuNanos");
+    // the hash join's build phase's CPU: `hashBuildCpuNanos`, named from the catalog
+    let (hash_build, _) = names::JOIN_PHASE_PREFIXES[0];
+    let build_cpu = value(join, &format!("{hash_build}CpuNanos"));
     // building on the smaller side would have cost the build its share of the rows
     let cost = if larger_side {
         (u128::from(build_cpu) * u128::from(actual - probe_rows.min(actual)) / u128::from(actual))

@@ -56,8 +56,13 @@ pub(super) fn memory_near_limit(profile: &QueryProfile) -> Option<Finding> {
 /// pool and caches reserved: memory the engine allocates without reserving it (a
 /// function's or an operator's buffers), which a memory limit does not bound. Growth is
 /// counted from the query's first memory sample, so what earlier queries, caches or kept
-/// profiles hold never counts. It cost the untracked bytes.
+/// profiles hold never counts, and only for a query that ran alone in its process (beside
+/// others, the heap's growth is theirs too). It cost the untracked bytes.
 pub(super) fn untracked_memory(profile: &QueryProfile) -> Option<Finding> {
+    // the heap is the process's: beside other queries its growth is not this one's
+    if profile.overlapping_queries > 0 {
+        return None;
+    }
     let start = profile.memory.first()?;
     // no counting allocator, no heap figure
     if start.heap_bytes == 0 {
@@ -202,6 +207,11 @@ mod tests {
             grown(1 << 20, (1 << 20) + min * 3 - 1, min),
             // no heap figure (no counting allocator)
             grown(0, 0, 0),
+            // grown, but beside another query of the process
+            QueryProfile {
+                overlapping_queries: 1,
+                ..grown(1 << 20, (1 << 20) + min * 4, 1 << 20)
+            },
         ] {
             assert!(fired(&quiet).is_empty(), "{:?}", fired(&quiet));
         }

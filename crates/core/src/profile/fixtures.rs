@@ -121,5 +121,6 @@ pub fn sample() -> QueryProfile {
         memory_pool: None,
         planning: None,
         stack_samples: None,
+        overlapping_queries: 0,
     }
 }

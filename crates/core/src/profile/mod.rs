@@ -337,6 +337,9 @@ pub struct QueryProfile {
     pub planning: Option<crate::planning::PlanningProfile>,
     /// The native stacks sampled while its operators ran (`None`: sampling was off).
     pub stack_samples: Option<crate::stacks::StackSamples>,
+    /// Other queries of the same process that ran at some time while it ran: the heap's
+    /// growth in [`Self::memory`] is the query's own only when there were none.
+    pub overlapping_queries: u32,
 }
 
 /// A memory pool's limit and the most it held while a query ran (with the reservations

@@ -215,6 +215,7 @@ pub(crate) fn collect_profile(
         memory_pool: None,
         planning: None,
         stack_samples: None,
+        overlapping_queries: 0,
     }
 }
 

@@ -149,6 +149,7 @@ impl Profiler {
             trace_parent: crate::trace_context::current(),
             sampling: None,
             sampling_error: None,
+            turn: qprof_core::executor_memory::QueryTurn::begin(),
         };
         self.shared.bus.post(&Event::QueryStart(QueryStart {
             id,
@@ -217,6 +218,7 @@ impl Profiler {
                 &self.shared.ids,
             );
             profile.planning = started.planning.clone();
+            profile.overlapping_queries = started.turn.others();
             profile.memory_pool = started.pool.as_ref().map(|pool| MemoryPoolUsage {
                 limit_bytes: match pool.memory_limit() {
                     MemoryLimit::Finite(bytes) => Some(bytes as u64),
@@ -348,4 +350,6 @@ pub(super) struct Started {
     pub(super) sampling: Option<SamplingSession>,
     /// Why its session's stack sampling could not start.
     pub(super) sampling_error: Option<String>,
+    /// Its turn on the process's heap: which other queries ran beside it.
+    pub(super) turn: qprof_core::executor_memory::QueryTurn,
 }

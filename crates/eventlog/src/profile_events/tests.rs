@@ -74,6 +74,7 @@ fn a_task_end_is_written_as_spark_writes_it() {
         memory_pool: None,
         planning: None,
         stack_samples: None,
+        overlapping_queries: 0,
     };
     let record = QueryRecord {
         description: "q".to_string(),
