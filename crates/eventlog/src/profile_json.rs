@@ -208,12 +208,8 @@ pub struct QueryJson {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack_samples: Option<StackSamplesJson>,
     /// Other queries of the same process that ran while it did (absent when none).
-    #[serde(default, skip_serializing_if = "is_no_query")]
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub overlapping_queries: u32,
-}
-
-fn is_no_query(n: &u32) -> bool {
-    *n == 0
 }
 
 /// A step of a query's critical path: a stage's task that finished last.

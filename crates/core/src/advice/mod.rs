@@ -100,10 +100,7 @@ impl Cost {
 
     /// The cost as thousandths of the query's whole (capped at 1000; 0 without a whole).
     pub fn share_permille(&self) -> u64 {
-        if self.whole == 0 {
-            return 0;
-        }
-        ((u128::from(self.amount) * 1000 / u128::from(self.whole)).min(1000)) as u64
+        permille(self.amount, self.whole).min(1000)
     }
 
     /// Whether the cost is above the floor under which a finding is only `info`: for time,
@@ -351,19 +348,15 @@ fn value(node: &ProfileNode, name: &str) -> u64 {
 
 /// `part` as a whole percentage of `whole` (0 without a whole).
 fn pct(part: u64, whole: u64) -> u64 {
-    if whole == 0 {
-        0
-    } else {
-        (u128::from(part) * 100 / u128::from(whole)) as u64
-    }
+    permille(part, whole) / 10
 }
 
-/// `part` in thousandths of `whole` (0 without a whole).
+/// `part` in thousandths of `whole` (0 without a whole; saturating).
 fn permille(part: u64, whole: u64) -> u64 {
     if whole == 0 {
         0
     } else {
-        (u128::from(part) * 1000 / u128::from(whole)) as u64
+        u64::try_from(u128::from(part) * 1000 / u128::from(whole)).unwrap_or(u64::MAX)
     }
 }
 
