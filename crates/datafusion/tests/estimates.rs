@@ -234,9 +234,11 @@ async fn statistics_that_tell_the_truth_raise_no_misestimate() {
             matches!(scan.estimate.map(|e| e.rows), Some(Estimated::Exact(_))),
             "{text}"
         );
+        // no misestimate (other rules are not this test's: on a loaded machine the
+        // sampled count(*) can show its wall time as CPU)
         let findings = advise(&profile);
         assert!(
-            findings.iter().all(|f| f.severity == Severity::Info),
+            findings.iter().all(|f| f.rule != "misestimate"),
             "{}\n{text}",
             render_findings(&findings)
         );
